@@ -1,0 +1,34 @@
+{
+  # One target, podwire.node. On Linux it is the real addon; elsewhere a stub
+  # whose functions throw ENOSYS, so installing on a laptop never breaks.
+  # C++ exceptions are on (node_addon_api_except); N-API version is pinned.
+  "targets": [
+    {
+      "target_name": "podwire",
+      "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-std=gnu++17", "-std=c++17"],
+      "conditions": [
+        ["OS=='linux'", {
+          "sources": [
+            "native/addon.cc",
+            "native/common/errors.cc",
+            "native/common/jobs.cc",
+            "native/netns/netns_ops.cc",
+            "native/netns/netns_binding.cc",
+            "native/nl/nl_socket.cc"
+          ],
+          "cflags_cc": ["-std=c++20", "-fvisibility=hidden", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                        "-Wno-missing-field-initializers", "-fstack-protector-strong"],
+          "ldflags": ["-Wl,--exclude-libs,ALL", "-Wl,-z,relro,-z,now"]
+        }, {
+          "sources": ["native/stub.cc"],
+          "cflags_cc": ["-std=c++20", "-fexceptions"],
+          "xcode_settings": {"GCC_ENABLE_CPP_EXCEPTIONS": "YES", "CLANG_CXX_LANGUAGE_STANDARD": "c++20"},
+          "msvs_settings": {"VCCLCompilerTool": {"ExceptionHandling": 1, "AdditionalOptions": ["/std:c++20"]}}
+        }]
+      ]
+    }
+  ]
+}

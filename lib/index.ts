@@ -1,0 +1,12 @@
+// podwire's public API. The native binding itself is never exported.
+export { Netns, NETNS_RUN_DIR } from './net/netns.js';
+export type { NetnsId, SpawnOptions, SpawnResult } from './net/netns.js';
+export { NetHandle } from './net/handle.js';
+export { NetError, isExist, isNotFound, errnoName, IPSET_ERRORS } from './net/errors.js';
+export type { NetErrorDetails } from './net/errors.js';
+export type { Link, LinkRef, LinkSpec, LinkChanges } from './net/links.js';
+export type { Addr, AddrOptions } from './net/addrs.js';
+export type { Route, RouteSpec } from './net/routes.js';
+export type { Rule, RuleSpec } from './net/rules.js';
+export { parseIp, formatIp, parsePrefix } from './net/ip.js';
+export type { Family } from './net/ip.js';

@@ -1,0 +1,35 @@
+// Per-env addon state. Everything mutable lives here (never in statics), so
+// the addon can be loaded in several Workers at once. Created in Init, torn
+// down by the env cleanup hook.
+#pragma once
+#include <napi.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "error_info.h"
+#include "jobs.h"
+
+namespace podwire {
+
+struct Addon {
+  explicit Addon(napi_env env) : jobs(env) {}
+
+  Napi::FunctionReference netError;  // the TS NetError class, set by init()
+  Napi::FunctionReference nlSocketCtor;
+  JobRunner jobs;
+
+  // Children spawned by job threads; killed if the env goes away first so
+  // that the job threads can be joined.
+  std::mutex childMu;
+  std::set<pid_t> children;
+
+  static Addon& Of(Napi::Env env) { return *env.GetInstanceData<Addon>(); }
+};
+
+// Builds a NetError (the class handed over by init()) from an ErrorInfo.
+Napi::Error MakeNetError(Napi::Env env, const ErrorInfo& info);
+
+}  // namespace podwire

@@ -1,0 +1,259 @@
+// N-API surface of the netns subsystem. Work that switches netns runs on
+// the JobRunner's own threads (never the JS thread or the libuv pool).
+#include "netns_binding.h"
+
+#include <signal.h>
+
+#include <memory>
+
+#include "../common/addon.h"
+#include "../nl/nl_socket.h"
+#include "netns_ops.h"
+
+namespace podwire {
+namespace {
+
+Napi::Object IdObject(Napi::Env env, const netns::NsId& id) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("dev", Napi::Number::New(env, static_cast<double>(id.dev)));
+  o.Set("ino", Napi::Number::New(env, static_cast<double>(id.ino)));
+  return o;
+}
+
+// Runs `work` on a job thread; settles the returned promise with `value`
+// (built on the JS thread) or the ErrorInfo.
+template <typename State>
+Napi::Value RunJob(Napi::Env env, std::shared_ptr<State> st, std::function<ErrorInfo(State&)> work,
+                   std::function<Napi::Value(Napi::Env, State&)> value) {
+  auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
+  auto err = std::make_shared<ErrorInfo>();
+  Addon::Of(env).jobs.Run([st, err, work] { *err = work(*st); },
+                          [st, err, deferred, value](Napi::Env env) {
+                            if (err->failed()) deferred->Reject(MakeNetError(env, *err).Value());
+                            else deferred->Resolve(value(env, *st));
+                          });
+  return deferred->Promise();
+}
+
+Napi::Value NsOpen(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  netns::NsId id;
+  ErrorInfo err;
+  UniqueFd fd = netns::OpenNetns(info[0].As<Napi::String>().Utf8Value(), &id, &err);
+  if (!fd.valid()) throw MakeNetError(env, err);
+  Napi::Object o = IdObject(env, id);
+  o.Set("fd", Napi::Number::New(env, fd.release()));  // ownership passes to the TS Netns
+  return o;
+}
+
+Napi::Value NsStat(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  netns::NsId id;
+  ErrorInfo err;
+  if (!netns::StatNetns(info[0].As<Napi::Number>().Int32Value(), &id, &err)) throw MakeNetError(env, err);
+  return IdObject(env, id);
+}
+
+Napi::Value FdClose(const Napi::CallbackInfo& info) {
+  UniqueFd(info[0].As<Napi::Number>().Int32Value()).reset();
+  return info.Env().Undefined();
+}
+
+Napi::Value NsCreate(const Napi::CallbackInfo& info) {
+  struct S {
+    std::string dir, name;
+  };
+  auto st = std::make_shared<S>(S{info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value()});
+  return RunJob<S>(
+      info.Env(), st,
+      [](S& s) {
+        bool restored;
+        return netns::CreateNetns(s.dir, s.name, &restored);
+      },
+      [](Napi::Env env, S&) { return env.Undefined(); });
+}
+
+Napi::Value NsRemove(const Napi::CallbackInfo& info) {
+  ErrorInfo err = netns::RemoveNetns(info[0].As<Napi::String>().Utf8Value());
+  if (err.failed()) throw MakeNetError(info.Env(), err);
+  return info.Env().Undefined();
+}
+
+// sysctlGet(fd, path) / sysctlSet(fd, path, value): /proc/sys/net resolves
+// against the netns of the reading *thread*, so this runs switched.
+Napi::Value SysctlGet(const Napi::CallbackInfo& info) {
+  struct S {
+    int fd;
+    std::string path, out;
+  };
+  auto st = std::make_shared<S>(S{info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::String>().Utf8Value(), {}});
+  return RunJob<S>(
+      info.Env(), st,
+      [](S& s) {
+        bool restored;
+        return netns::RunInNetns(s.fd, [&] { return netns::ReadFile(s.path, &s.out); }, &restored);
+      },
+      [](Napi::Env env, S& s) { return Napi::String::New(env, s.out); });
+}
+
+Napi::Value SysctlSet(const Napi::CallbackInfo& info) {
+  struct S {
+    int fd;
+    std::string path, value;
+  };
+  auto st = std::make_shared<S>(S{info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::String>().Utf8Value(),
+                                  info[2].As<Napi::String>().Utf8Value()});
+  return RunJob<S>(
+      info.Env(), st,
+      [](S& s) {
+        bool restored;
+        return netns::RunInNetns(s.fd, [&] { return netns::WriteFile(s.path, s.value); }, &restored);
+      },
+      [](Napi::Env env, S&) { return env.Undefined(); });
+}
+
+std::vector<std::string> Strings(const Napi::Array& a) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(a.Get(i).As<Napi::String>().Utf8Value());
+  return out;
+}
+
+// spawn(fd, argv, env, cwd, stdin | null, timeoutMs) → Promise<result>
+Napi::Value Spawn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct S {
+    netns::SpawnOptions opts;
+    netns::SpawnResult result;
+    Addon* addon;
+  };
+  auto st = std::make_shared<S>();
+  st->opts.nsFd = info[0].As<Napi::Number>().Int32Value();
+  st->opts.argv = Strings(info[1].As<Napi::Array>());
+  st->opts.env = Strings(info[2].As<Napi::Array>());
+  if (info[3].IsString()) st->opts.cwd = info[3].As<Napi::String>().Utf8Value();
+  if (info[4].IsBuffer()) {
+    auto b = info[4].As<Napi::Buffer<char>>();
+    st->opts.stdinData.assign(b.Data(), b.Length());
+    st->opts.hasStdin = true;
+  }
+  st->opts.timeoutMs = info[5].IsNumber() ? info[5].As<Napi::Number>().Int64Value() : 0;
+  st->addon = &Addon::Of(env);
+  return RunJob<S>(
+      env, st,
+      [](S& s) {
+        bool restored;
+        pid_t child = -1;
+        ErrorInfo e = netns::Spawn(s.opts, &s.result, &restored, [&](pid_t pid) {
+          child = pid;
+          std::lock_guard<std::mutex> lock(s.addon->childMu);
+          s.addon->children.insert(pid);
+        });
+        if (child > 0) {
+          std::lock_guard<std::mutex> lock(s.addon->childMu);
+          s.addon->children.erase(child);
+        }
+        return e;
+      },
+      [](Napi::Env env, S& s) {
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("code", s.result.signal ? env.Null() : Napi::Number::New(env, s.result.code));
+        o.Set("signal", Napi::Number::New(env, s.result.signal));
+        o.Set("timedOut", Napi::Boolean::New(env, s.result.timedOut));
+        o.Set("stdout", Napi::Buffer<char>::Copy(env, s.result.out.data(), s.result.out.size()));
+        o.Set("stderr", Napi::Buffer<char>::Copy(env, s.result.err.data(), s.result.err.size()));
+        return o;
+      });
+}
+
+Napi::Object WrapSocket(Napi::Env env, int fd, int protocol) {
+  return Addon::Of(env).nlSocketCtor.New({Napi::Number::New(env, fd), Napi::Number::New(env, protocol)});
+}
+
+ErrorInfo CreateSocketIn(int nsFd, int protocol, UniqueFd* out) {
+  ErrorInfo err;
+  if (nsFd < 0) {
+    *out = NlSocket::CreateFd(protocol, &err);
+    return err;
+  }
+  bool restored;
+  return netns::RunInNetns(nsFd, [&] {
+    ErrorInfo e;
+    *out = NlSocket::CreateFd(protocol, &e);
+    return e;
+  }, &restored);
+}
+
+// nlOpen(protocol, nsFd) → Promise<NlSocket>: the socket is created inside
+// the netns once; the netns binding stays with the socket for its life.
+Napi::Value NlOpen(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct S {
+    int protocol, nsFd;
+    UniqueFd fd;
+  };
+  auto st = std::make_shared<S>();
+  st->protocol = info[0].As<Napi::Number>().Int32Value();
+  st->nsFd = info[1].As<Napi::Number>().Int32Value();
+  if (st->nsFd < 0) {
+    ErrorInfo err;
+    UniqueFd fd = NlSocket::CreateFd(st->protocol, &err);
+    auto d = Napi::Promise::Deferred::New(env);
+    if (!fd.valid()) d.Reject(MakeNetError(env, err).Value());
+    else d.Resolve(WrapSocket(env, fd.release(), st->protocol));
+    return d.Promise();
+  }
+  return RunJob<S>(
+      env, st, [](S& s) { return CreateSocketIn(s.nsFd, s.protocol, &s.fd); },
+      [](Napi::Env env, S& s) -> Napi::Value { return WrapSocket(env, s.fd.release(), s.protocol); });
+}
+
+// nlOpenSync(protocol, nsFd): for short-lived processes (the CNI plugin).
+// Still switches on a dedicated thread, which the JS thread joins.
+Napi::Value NlOpenSync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int protocol = info[0].As<Napi::Number>().Int32Value();
+  int nsFd = info[1].As<Napi::Number>().Int32Value();
+  UniqueFd fd;
+  ErrorInfo err;
+  if (nsFd < 0) {
+    err = CreateSocketIn(-1, protocol, &fd);
+  } else {
+    std::thread t([&] { err = CreateSocketIn(nsFd, protocol, &fd); });
+    t.join();
+  }
+  if (err.failed() || !fd.valid()) throw MakeNetError(env, err);
+  return WrapSocket(env, fd.release(), protocol);
+}
+
+Napi::Value Counters(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Addon& a = Addon::Of(env);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("jobsPending", Napi::Number::New(env, static_cast<double>(a.jobs.pending())));
+  std::lock_guard<std::mutex> lock(a.childMu);
+  o.Set("children", Napi::Number::New(env, static_cast<double>(a.children.size())));
+  return o;
+}
+
+}  // namespace
+
+void KillChildren(Addon& addon) {
+  std::lock_guard<std::mutex> lock(addon.childMu);
+  for (pid_t pid : addon.children) kill(pid, SIGKILL);
+}
+
+void RegisterNetns(Napi::Env env, Napi::Object exports) {
+  exports.Set("nsOpen", Napi::Function::New<NsOpen>(env, "nsOpen"));
+  exports.Set("nsStat", Napi::Function::New<NsStat>(env, "nsStat"));
+  exports.Set("fdClose", Napi::Function::New<FdClose>(env, "fdClose"));
+  exports.Set("nsCreate", Napi::Function::New<NsCreate>(env, "nsCreate"));
+  exports.Set("nsRemove", Napi::Function::New<NsRemove>(env, "nsRemove"));
+  exports.Set("sysctlGet", Napi::Function::New<SysctlGet>(env, "sysctlGet"));
+  exports.Set("sysctlSet", Napi::Function::New<SysctlSet>(env, "sysctlSet"));
+  exports.Set("spawn", Napi::Function::New<Spawn>(env, "spawn"));
+  exports.Set("nlOpen", Napi::Function::New<NlOpen>(env, "nlOpen"));
+  exports.Set("nlOpenSync", Napi::Function::New<NlOpenSync>(env, "nlOpenSync"));
+  exports.Set("counters", Napi::Function::New<Counters>(env, "counters"));
+}
+
+}  // namespace podwire

@@ -1,0 +1,317 @@
+#include "netns_ops.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/nsfs.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#ifndef NSFS_MAGIC
+#define NSFS_MAGIC 0x6e736673
+#endif
+
+namespace podwire::netns {
+namespace {
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+ErrorInfo Fail(const char* op, const std::string& what) {
+  int e = errno;
+  return ErrorInfo::Errno(e, op, what + ": " + std::strerror(e));
+}
+
+}  // namespace
+
+bool StatNetns(int fd, NsId* id, ErrorInfo* err) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *err = Fail("fstat", "stat of netns fd");
+    return false;
+  }
+  id->dev = st.st_dev;
+  id->ino = st.st_ino;
+  return true;
+}
+
+UniqueFd OpenNetns(const std::string& path, NsId* id, ErrorInfo* err) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    *err = Fail("open", "open " + path);
+    return {};
+  }
+  struct statfs sfs;
+  if (fstatfs(fd.get(), &sfs) != 0) {
+    *err = Fail("fstatfs", "statfs " + path);
+    return {};
+  }
+  // A /run/netns/<name> file whose mount is gone is a plain empty file; a
+  // /proc/<pid>/ns/mnt is nsfs but not a *network* namespace. Reject both.
+  if (static_cast<unsigned long>(sfs.f_type) != NSFS_MAGIC ||
+      ioctl(fd.get(), NS_GET_NSTYPE) != CLONE_NEWNET) {
+    ErrorInfo e = ErrorInfo::Errno(EINVAL, "open-netns",
+                                   path + " is not a network namespace (expected an nsfs netns file)");
+    e.code = "ERR_NOT_NETNS";
+    *err = e;
+    return {};
+  }
+  if (!StatNetns(fd.get(), id, err)) return {};
+  return fd;
+}
+
+ErrorInfo RunInNetns(int targetFd, const std::function<ErrorInfo()>& fn, bool* restored) {
+  *restored = true;
+  UniqueFd orig(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!orig.valid()) return Fail("open", "open /proc/thread-self/ns/net");
+  if (setns(targetFd, CLONE_NEWNET) != 0) return Fail("setns", "setns into target netns");
+  ErrorInfo result = fn();
+  if (setns(orig.get(), CLONE_NEWNET) != 0) {
+    *restored = false;  // the caller must end this thread
+    if (!result.failed()) result = Fail("setns", "restore original netns");
+  }
+  return result;
+}
+
+namespace {
+
+// ip netns add makes the run dir a shared mount so that bind mounts made in
+// it propagate to other mount namespaces. Same algorithm.
+ErrorInfo PrepareRunDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Fail("mkdir", "mkdir " + dir);
+  bool bound = false;
+  while (mount("", dir.c_str(), "none", MS_SHARED | MS_REC, nullptr) != 0) {
+    if (errno != EINVAL || bound) return Fail("mount", "make " + dir + " shared");
+    if (mount(dir.c_str(), dir.c_str(), "none", MS_BIND | MS_REC, nullptr) != 0)
+      return Fail("mount", "bind " + dir + " onto itself");
+    bound = true;
+  }
+  return {};
+}
+
+}  // namespace
+
+ErrorInfo CreateNetns(const std::string& dir, const std::string& name, bool* restored) {
+  *restored = true;
+  if (ErrorInfo e = PrepareRunDir(dir); e.failed()) return e;
+  std::string path = dir + "/" + name;
+  {
+    UniqueFd f(open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0));
+    if (!f.valid()) return Fail("create-netns", "create " + path);
+  }
+  UniqueFd orig(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!orig.valid()) {
+    ErrorInfo e = Fail("open", "open /proc/thread-self/ns/net");
+    unlink(path.c_str());
+    return e;
+  }
+  ErrorInfo result;
+  if (unshare(CLONE_NEWNET) != 0) {
+    result = Fail("unshare", "unshare(CLONE_NEWNET)");
+  } else if (mount("/proc/thread-self/ns/net", path.c_str(), "none", MS_BIND, nullptr) != 0) {
+    result = Fail("mount", "bind-mount new netns at " + path);
+  }
+  if (setns(orig.get(), CLONE_NEWNET) != 0) {
+    *restored = false;
+    if (!result.failed()) result = Fail("setns", "restore original netns");
+  }
+  if (result.failed()) {
+    umount2(path.c_str(), MNT_DETACH);
+    unlink(path.c_str());
+  }
+  return result;
+}
+
+ErrorInfo RemoveNetns(const std::string& path) {
+  if (umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+    return Fail("umount", "unmount " + path);
+  if (unlink(path.c_str()) != 0) return Fail("unlink", "remove " + path);
+  return {};
+}
+
+ErrorInfo ReadFile(const std::string& path, std::string* out) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Fail("open", "open " + path);
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Fail("read", "read " + path);
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  return {};
+}
+
+ErrorInfo WriteFile(const std::string& path, const std::string& value) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return Fail("open", "open " + path);
+  ssize_t n = write(fd.get(), value.data(), value.size());
+  if (n < 0) return Fail("write", "write " + path);
+  if (static_cast<size_t>(n) != value.size()) return ErrorInfo::Errno(EIO, "write", "short write to " + path);
+  return {};
+}
+
+namespace {
+
+struct Pipes {
+  UniqueFd inR, inW, outR, outW, errR, errW;
+};
+
+bool MakePipe(UniqueFd* r, UniqueFd* w) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return false;
+  r->reset(p[0]);
+  w->reset(p[1]);
+  return true;
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// posix_spawn (clone(CLONE_VM|CLONE_VFORK) in glibc) from the calling
+// thread: the child inherits this thread's netns.
+ErrorInfo DoSpawn(const SpawnOptions& opts, Pipes* p, pid_t* pid) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&fa, p->inR.get(), 0);
+  posix_spawn_file_actions_adddup2(&fa, p->outW.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, p->errW.get(), 2);
+  if (!opts.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, opts.cwd.c_str());
+  // Node ignores SIGPIPE and may block signals on this thread; the child
+  // must start with default dispositions and an empty mask.
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  auto argv = CStrings(opts.argv);
+  auto envp = CStrings(opts.env);
+  int rc = posix_spawn(pid, opts.argv[0].c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return ErrorInfo::Errno(rc, "spawn", "spawn " + opts.argv[0] + ": " + std::strerror(rc));
+  return {};
+}
+
+}  // namespace
+
+ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
+                std::function<void(pid_t)> onPid) {
+  *restored = true;
+  if (opts.argv.empty()) return ErrorInfo::Errno(EINVAL, "spawn", "empty argv");
+  Pipes p;
+  if (!MakePipe(&p.inR, &p.inW) || !MakePipe(&p.outR, &p.outW) || !MakePipe(&p.errR, &p.errW))
+    return Fail("pipe2", "create pipes");
+  pid_t pid = -1;
+  ErrorInfo err;
+  if (opts.nsFd >= 0) {
+    err = RunInNetns(opts.nsFd, [&] { return DoSpawn(opts, &p, &pid); }, restored);
+  } else {
+    err = DoSpawn(opts, &p, &pid);
+  }
+  if (pid <= 0) return err.failed() ? err : ErrorInfo::Errno(ECHILD, "spawn", "spawn failed");
+  if (onPid) onPid(pid);
+  // The child owns its copies now; close ours so EOF can be seen.
+  p.inR.reset();
+  p.outW.reset();
+  p.errW.reset();
+  if (!opts.hasStdin) p.inW.reset();
+  for (UniqueFd* f : {&p.inW, &p.outR, &p.errR})
+    if (f->valid()) fcntl(f->get(), F_SETFL, fcntl(f->get(), F_GETFL) | O_NONBLOCK);
+
+  size_t written = 0;
+  const int64_t deadline = opts.timeoutMs > 0 ? NowMs() + opts.timeoutMs : 0;
+  bool killed = false;
+  int64_t killedAt = 0;
+  char buf[65536];
+  while (p.outR.valid() || p.errR.valid() || p.inW.valid()) {
+    pollfd fds[3];
+    int n = 0;
+    int idxIn = -1, idxOut = -1, idxErr = -1;
+    if (p.inW.valid()) { idxIn = n; fds[n++] = {p.inW.get(), POLLOUT, 0}; }
+    if (p.outR.valid()) { idxOut = n; fds[n++] = {p.outR.get(), POLLIN, 0}; }
+    if (p.errR.valid()) { idxErr = n; fds[n++] = {p.errR.get(), POLLIN, 0}; }
+    int wait = -1;
+    if (deadline && !killed) {
+      int64_t left = deadline - NowMs();
+      if (left <= 0) {
+        kill(pid, SIGKILL);
+        killed = true;
+        killedAt = NowMs();
+        result->timedOut = true;
+        p.inW.reset();
+        continue;
+      }
+      wait = static_cast<int>(left);
+    } else if (killed) {
+      // A grandchild may hold the pipes open; stop reading after a grace.
+      int64_t left = killedAt + 1000 - NowMs();
+      if (left <= 0) break;
+      wait = static_cast<int>(left);
+    }
+    int rc = poll(fds, n, wait);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      err = Fail("poll", "poll child pipes");
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (rc == 0) continue;  // deadline handled at the top
+    if (idxIn >= 0 && fds[idxIn].revents) {
+      if (fds[idxIn].revents & (POLLERR | POLLHUP)) {
+        p.inW.reset();  // child closed stdin; the rest is dropped
+      } else {
+        ssize_t w = write(p.inW.get(), opts.stdinData.data() + written, opts.stdinData.size() - written);
+        if (w > 0) written += static_cast<size_t>(w);
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == opts.stdinData.size()) p.inW.reset();
+      }
+    }
+    for (auto [idx, fd, sink] : {std::tuple{idxOut, &p.outR, &result->out}, std::tuple{idxErr, &p.errR, &result->err}}) {
+      if (idx < 0 || !fds[idx].revents) continue;
+      ssize_t r = read(fd->get(), buf, sizeof buf);
+      if (r > 0) sink->append(buf, static_cast<size_t>(r));
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) fd->reset();
+    }
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      if (!err.failed()) err = Fail("waitpid", "wait for child");
+      return err;
+    }
+  }
+  if (WIFEXITED(status)) {
+    result->code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result->code = -1;
+    result->signal = WTERMSIG(status);
+  }
+  return err;
+}
+
+}  // namespace podwire::netns
