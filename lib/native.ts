@@ -1,7 +1,7 @@
 // The raw binding's exact shape. Internal: nothing outside lib/ imports this,
 // and the package never exports it. The public API (lib/net/*) validates and
 // shapes arguments before anything reaches these functions.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,34 @@ export interface NativeNlSocket {
   close(): void;
 }
 
+/** A non-blocking AF_UNIX socket (seqpacket or stream); see native/unixsock/unix_socket.h. */
+export interface NativeUnixSocket {
+  readonly fd: number;
+  readonly closed: boolean;
+  /** A pending connection, or null when none is queued. */
+  accept(): NativeUnixSocket | null;
+  /** Bytes sent, or -1 when the socket would block. Throws NetError (EPIPE, ...). */
+  send(data: Uint8Array, fds?: number[]): number;
+  /** One record (data of length 0 = EOF), or null when it would block. Truncation throws ERR_MSG_TRUNC / ERR_MSG_CTRUNC. */
+  recv(maxBytes: number, maxFds: number): { data: Buffer; fds: number[] } | null;
+  soError(): number;
+  peerCredentials(): { pid: number; uid: number; gid: number };
+  /** events: 1 readable, 2 writable, 0 stop; callback(errno, events) on the JS thread. */
+  watch(events: number, callback?: (errno: number, events: number) => void): void;
+  close(): void;
+}
+
+export interface NativeInetSpec {
+  udp: boolean;
+  address: string;
+  port: number;
+  mark?: number;
+  reusePort: boolean;
+  transparent: boolean;
+  optional: boolean;
+  backlog?: number;
+}
+
 export interface NativeBinding {
   platformSupported: boolean;
   init(opts: { NetError: typeof NetError }): void;
@@ -45,9 +73,29 @@ export interface NativeBinding {
   nlOpen(protocol: number, nsFd: number): Promise<NativeNlSocket>;
   nlOpenSync(protocol: number, nsFd: number): NativeNlSocket;
   counters(): { jobsPending: number; children: number };
+  unixListen(name: string, type: number, mode: number, backlog: number): NativeUnixSocket;
+  unixConnect(name: string, type: number): { socket: NativeUnixSocket; inProgress: boolean };
+  unixPair(type: number): [NativeUnixSocket, NativeUnixSocket];
+  fdDup(fd: number): number;
+  /** Opens inet sockets inside the netns (-1: this one) on a job thread; null for a skipped optional spec. */
+  inetOpen(nsFd: number, specs: NativeInetSpec[]): Promise<Array<{ fd: number | null; transparent: boolean }>>;
+  inetOriginalDst(fd: number): { family: 4 | 6; address: string; port: number; redirected: boolean };
 }
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The package root: the nearest directory above this module whose
+// package.json is podwire's (lib/ under vitest, dist/ or dist-bench/lib/ compiled).
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pkg = join(dir, 'package.json');
+    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string }).name === 'podwire') return dir;
+    const up = dirname(dir);
+    if (up === dir) return join(dirname(fileURLToPath(import.meta.url)), '..');
+    dir = up;
+  }
+}
+
+const root = packageRoot();
 
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);

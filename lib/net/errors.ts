@@ -58,20 +58,22 @@ export class NetError extends Error {
   readonly code: string;
   readonly errno: number;
   readonly op: string;
-  readonly extack?: string;
-  readonly extackOffset?: number;
-  readonly index?: number;
+  // `declare`: optional fields exist only when set (no `undefined` noise).
+  declare readonly extack?: string;
+  declare readonly extackOffset?: number;
+  declare readonly index?: number;
   /** Data received before a dump was interrupted (code DUMP_INTERRUPTED). */
-  partial?: Buffer;
+  declare partial?: Buffer;
 
   constructor(message: string, details: NetErrorDetails) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
     this.errno = details.errno;
     this.code = details.code ?? errnoName(details.errno);
     this.op = details.op;
-    if (details.extack !== undefined) this.extack = details.extack;
-    if (details.extackOffset !== undefined) this.extackOffset = details.extackOffset;
-    if (details.index !== undefined) this.index = details.index;
+    const self = this as { -readonly [K in keyof NetError]: NetError[K] };
+    if (details.extack !== undefined) self.extack = details.extack;
+    if (details.extackOffset !== undefined) self.extackOffset = details.extackOffset;
+    if (details.index !== undefined) self.index = details.index;
   }
 
   static {

@@ -47,6 +47,7 @@ export interface LinkChanges {
 }
 
 const IFINFO_LEN = 16;
+const LINK_CHANGES = new Set(['up', 'mtu', 'master', 'netns', 'address', 'name']);
 const IFNAMSIZ = 16;
 
 export function validateLinkName(name: unknown, what = 'link name'): string {
@@ -168,8 +169,7 @@ export class Links {
    */
   async set(ref: LinkRef, changes: LinkChanges): Promise<void> {
     if (typeof changes !== 'object' || changes === null) throw new TypeError('link changes must be an object');
-    const known = new Set(['up', 'mtu', 'master', 'netns', 'address', 'name']);
-    for (const k of Object.keys(changes)) if (!known.has(k)) throw new TypeError(`unknown link change "${k}"`);
+    for (const k in changes) if (!LINK_CHANGES.has(k)) throw new TypeError(`unknown link change "${k}"`);
     const index = await this.index(ref);
     const master = changes.master === undefined ? undefined : changes.master === null ? 0 : await this.index(changes.master);
     const w = new MsgWriter(RTM.NEWLINK, NLM_F_REQUEST | NLM_F_ACK);

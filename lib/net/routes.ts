@@ -42,6 +42,7 @@ export interface RouteSpec {
 }
 
 const RTMSG_LEN = 12;
+const ROUTE_FIELDS = new Set(['dst', 'family', 'gateway', 'dev', 'table', 'type', 'scope', 'metric', 'src', 'protocol']);
 
 function rtmsg(af: number, dstLen: number, table: number, protocol: number, scope: number, type: number): Buffer {
   const b = Buffer.alloc(RTMSG_LEN);
@@ -149,8 +150,7 @@ export class Routes {
   /** Builds the message (exported for tests and batching). */
   async encode(type: number, flags: number, spec: RouteSpec): Promise<Buffer> {
     if (typeof spec !== 'object' || spec === null) throw new TypeError('route spec must be an object');
-    const known = new Set(['dst', 'family', 'gateway', 'dev', 'table', 'type', 'scope', 'metric', 'src', 'protocol']);
-    for (const k of Object.keys(spec)) if (!known.has(k)) throw new TypeError(`unknown route field "${k}"`);
+    for (const k in spec) if (!ROUTE_FIELDS.has(k)) throw new TypeError(`unknown route field "${k}"`);
     const gw = spec.gateway === undefined ? undefined : parseIp(spec.gateway);
     const family = spec.family ?? gw?.family;
     const dst = parsePrefix(spec.dst, spec.dst === 'default' ? family ?? 4 : family);

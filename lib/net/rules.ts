@@ -38,6 +38,7 @@ export interface RuleSpec {
 }
 
 const HDR_LEN = 12;
+const RULE_FIELDS = new Set(['family', 'priority', 'table', 'action', 'fwmark', 'mask', 'src', 'dst', 'iif', 'oif', 'not']);
 
 function hdr(af: number, dstLen: number, srcLen: number, table: number, action: number, flags: number): Buffer {
   const b = Buffer.alloc(HDR_LEN);
@@ -122,8 +123,7 @@ export class Rules {
 
   encode(type: number, flags: number, spec: RuleSpec): Buffer {
     if (typeof spec !== 'object' || spec === null) throw new TypeError('rule spec must be an object');
-    const known = new Set(['family', 'priority', 'table', 'action', 'fwmark', 'mask', 'src', 'dst', 'iif', 'oif', 'not']);
-    for (const k of Object.keys(spec)) if (!known.has(k)) throw new TypeError(`unknown rule field "${k}"`);
+    for (const k in spec) if (!RULE_FIELDS.has(k)) throw new TypeError(`unknown rule field "${k}"`);
     if (spec.family !== 4 && spec.family !== 6) throw new RangeError('rule family must be 4 or 6');
     const isAdd = type === RTM.NEWRULE;
     const table = spec.table === undefined ? (isAdd ? TABLES.main! : 0) : tableId(spec.table);

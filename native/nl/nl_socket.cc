@@ -189,6 +189,11 @@ void NlSocket::Drain(Napi::Env) {
     std::vector<nl::MsgSpan> spans;
     nl::Split(rxbuf_.data(), static_cast<size_t>(n), &spans);
     for (const auto& m : spans) Dispatch(rxbuf_.data() + m.offset, m.length);
+    // Nobody waits any more: skip the recvmsg that would only say EAGAIN.
+    // Anything unsolicited stays queued and is read (and ignored) next time.
+    bool waiting = false;
+    for (auto& p : pending_) waiting |= !p->done;
+    if (!waiting) break;
   }
   UpdatePoll();
 }

@@ -1,0 +1,143 @@
+// Namespace primitives on the real kernel (ctest runs as root in CI): every
+// namespace made here lives under a private temp dir and is removed.
+#include "netns/netns_ops.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "tests/check.h"
+
+using namespace podwire;
+
+namespace {
+
+uint64_t ThreadNetnsIno() {
+  struct stat st;
+  return stat("/proc/thread-self/ns/net", &st) == 0 ? st.st_ino : 0;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/pwt-ctest-XXXXXX";
+  char* d = mkdtemp(tmpl);
+  return d ? d : "";
+}
+
+}  // namespace
+
+TEST(UniqueFdClosesOnce) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  {
+    UniqueFd a(fds[0]);
+    UniqueFd b(std::move(a));
+    CHECK(!a.valid());
+    CHECK_EQ(b.get(), fds[0]);
+  }
+  CHECK(fcntl(fds[0], F_GETFD) == -1 && errno == EBADF);
+  UniqueFd w(fds[1]);
+  int raw = w.release();
+  CHECK(fcntl(raw, F_GETFD) != -1);
+  close(raw);
+}
+
+TEST(OpenNetnsAcceptsOnlyNetworkNamespaces) {
+  netns::NsId id;
+  ErrorInfo err;
+  UniqueFd self = netns::OpenNetns("/proc/self/ns/net", &id, &err);
+  CHECK(self.valid());
+  struct stat st;
+  stat("/proc/self/ns/net", &st);
+  CHECK_EQ(id.ino, static_cast<uint64_t>(st.st_ino));
+  UniqueFd mnt = netns::OpenNetns("/proc/self/ns/mnt", &id, &err);
+  CHECK(!mnt.valid());
+  CHECK_EQ(err.code, std::string("ERR_NOT_NETNS"));
+  UniqueFd file = netns::OpenNetns("/proc/self/status", &id, &err);
+  CHECK(!file.valid());
+  UniqueFd missing = netns::OpenNetns("/nonexistent", &id, &err);
+  CHECK(!missing.valid());
+  CHECK_EQ(err.err, ENOENT);
+}
+
+TEST(CreateRunInRemoveRestoresTheThread) {
+  if (geteuid() != 0) {
+    std::printf("  (needs root: %s)\n", std::getenv("CI") ? "failing in CI" : "skipped");
+    if (std::getenv("CI")) CHECK(false);
+    return;
+  }
+  std::string dir = TempDir();
+  CHECK(!dir.empty());
+  std::thread t([&] {
+    uint64_t before = ThreadNetnsIno();
+    bool restored = false;
+    ErrorInfo e = netns::CreateNetns(dir, "n1", &restored);
+    CHECK(!e.failed());
+    CHECK(restored);
+    CHECK_EQ(ThreadNetnsIno(), before);
+    netns::NsId id;
+    UniqueFd fd = netns::OpenNetns(dir + "/n1", &id, &e);
+    CHECK(fd.valid());
+    CHECK(id.ino != before);
+    uint64_t inside = 0;
+    e = netns::RunInNetns(fd.get(), [&] {
+      inside = ThreadNetnsIno();
+      return ErrorInfo{};
+    }, &restored);
+    CHECK(!e.failed() && restored);
+    CHECK_EQ(inside, id.ino);
+    CHECK_EQ(ThreadNetnsIno(), before);
+    // sysctl reads resolve against the switched thread's netns.
+    std::string fwd;
+    e = netns::RunInNetns(fd.get(), [&] { return netns::WriteFile("/proc/sys/net/ipv4/ip_default_ttl", "33"); }, &restored);
+    CHECK(!e.failed());
+    e = netns::RunInNetns(fd.get(), [&] { return netns::ReadFile("/proc/sys/net/ipv4/ip_default_ttl", &fwd); }, &restored);
+    CHECK_EQ(fwd, std::string("33\n"));
+    // Spawned children are born inside.
+    netns::SpawnOptions so;
+    so.argv = {"/usr/bin/readlink", "/proc/self/ns/net"};
+    so.nsFd = fd.get();
+    netns::SpawnResult r;
+    e = netns::Spawn(so, &r, &restored);
+    CHECK(!e.failed() && restored);
+    CHECK_EQ(r.code, 0);
+    CHECK_EQ(r.out, "net:[" + std::to_string(id.ino) + "]\n");
+    CHECK_EQ(ThreadNetnsIno(), before);
+    fd.reset();
+    CHECK(!netns::RemoveNetns(dir + "/n1").failed());
+  });
+  t.join();
+  rmdir(dir.c_str());
+}
+
+TEST(SpawnFeedsStdinAndEnforcesTimeout) {
+  bool restored;
+  netns::SpawnOptions so;
+  so.argv = {"/bin/cat"};
+  so.stdinData = std::string(200000, 'x');  // more than a pipe buffer
+  so.hasStdin = true;
+  netns::SpawnResult r;
+  ErrorInfo e = netns::Spawn(so, &r, &restored);
+  CHECK(!e.failed());
+  CHECK_EQ(r.out.size(), 200000u);
+  netns::SpawnOptions slow;
+  slow.argv = {"/bin/sleep", "20"};
+  slow.timeoutMs = 100;
+  netns::SpawnResult r2;
+  e = netns::Spawn(slow, &r2, &restored);
+  CHECK(!e.failed());
+  CHECK(r2.timedOut);
+  CHECK_EQ(r2.signal, 9);
+  netns::SpawnOptions bad;
+  bad.argv = {"/nonexistent/prog"};
+  netns::SpawnResult r3;
+  e = netns::Spawn(bad, &r3, &restored);
+  CHECK(e.failed());
+  CHECK_EQ(e.err, ENOENT);
+}
+
+TEST_MAIN()
