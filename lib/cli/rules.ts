@@ -1,0 +1,110 @@
+// `podwire rules <action>`: the redirection rule sets. `render` prints
+// exactly the text that would be applied (iptables-restore input, v4 then v6;
+// or the nft script), so users can diff and dry-run. apply/verify/remove
+// will act on a netns once the engine exists.
+import {
+  hostProbeRules, inpodConfigFromPod, inpodRules, sidecarConfigFromPod, sidecarRules, toIptablesText, toNft,
+  type InpodConfig, type RuleModel,
+} from '../redirect/index.js';
+import { parseArgs, UsageError, type ParsedArgs } from './args.js';
+import type { Command } from './main.js';
+
+const KINDS = ['inpod', 'hostprobe', 'sidecar'] as const;
+const BACKENDS = ['nftables', 'iptables'] as const;
+const ACTIONS = ['render', 'apply', 'verify', 'remove'] as const;
+
+function keyValues(list: string[] | undefined, flag: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of list ?? []) {
+    const eq = item.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--${flag} takes KEY=VALUE, got ${JSON.stringify(item)}`);
+    out[item.slice(0, eq)] = item.slice(eq + 1);
+  }
+  return out;
+}
+
+function intFlag(args: ParsedArgs, name: string): number | undefined {
+  const v = args.values.get(name);
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new UsageError(`--${name} takes a non-negative integer, got ${JSON.stringify(v)}`);
+  return Number(v);
+}
+
+/** Builds the rule model the flags describe. */
+export function modelFromArgs(args: ParsedArgs): RuleModel {
+  const kind = args.values.get('kind');
+  if (!KINDS.includes(kind as never)) throw new UsageError(`--kind must be one of ${KINDS.join('|')}`);
+  const ipv6 = args.flags.has('ipv6');
+  const snatIp = args.values.get('snat-ip');
+  const snatIpv6 = args.values.get('snat-ipv6');
+  const annotations = keyValues(args.lists.get('annotation'), 'annotation');
+  if (kind === 'hostprobe') {
+    const kubeletUid = intFlag(args, 'kubelet-uid');
+    return hostProbeRules({ ipv6, ...(snatIp && { snatIp }), ...(snatIpv6 && { snatIpv6 }), ...(kubeletUid !== undefined && { kubeletUid }) });
+  }
+  if (kind === 'sidecar') {
+    const proxyUid = intFlag(args, 'proxy-uid');
+    const proxyGid = intFlag(args, 'proxy-gid');
+    return sidecarRules(sidecarConfigFromPod({
+      annotations, ipv6, proxyEnv: keyValues(args.lists.get('proxy-env'), 'proxy-env'),
+      ...(proxyUid !== undefined && { proxyUid }), ...(proxyGid !== undefined && { proxyGid }),
+    }));
+  }
+  if (args.flags.has('dns-capture') && args.flags.has('no-dns-capture')) throw new UsageError('--dns-capture and --no-dns-capture exclude each other');
+  // The flags are the node-wide settings; pod annotations override them as in the agent.
+  const cfg: InpodConfig = inpodConfigFromPod({
+    annotations, ipv6, dnsCaptureGlobal: !args.flags.has('no-dns-capture'),
+    ...(snatIp && { snatIp }), ...(snatIpv6 && { snatIpv6 }),
+  });
+  if (args.flags.has('ingress-bypass')) cfg.ingressBypass = true;
+  const virt = args.values.get('virtual-interfaces');
+  if (virt !== undefined) cfg.virtualInterfaces = [...(cfg.virtualInterfaces ?? []), ...virt.split(',').map((s) => s.trim()).filter(Boolean)];
+  return inpodRules(cfg);
+}
+
+export function renderModel(model: RuleModel, backend: string): string {
+  if (backend === 'iptables') return toIptablesText(model);
+  if (backend === 'nftables') return toNft(model);
+  throw new UsageError(`--backend must be one of ${BACKENDS.join('|')}`);
+}
+
+export const command: Command = {
+  summary: 'Render (and later apply, verify, remove) the redirection rules of a pod or of the node.',
+  usage: [
+    'Usage: podwire rules render --kind inpod|hostprobe|sidecar --backend nftables|iptables [options]',
+    '       podwire rules apply|verify|remove ...   (not yet available)',
+    '',
+    'In-pod and host-probe (ambient):',
+    '  --ipv6                     also the IPv6 family',
+    '  --dns-capture              capture DNS (default; node-wide AMBIENT_DNS_CAPTURE)',
+    '  --no-dns-capture           do not capture DNS',
+    '  --ingress-bypass           no inbound redirection (ambient.istio.io/bypass-inbound-capture)',
+    '  --virtual-interfaces a,b   reroute these interfaces (istio.io/reroute-virtual-interfaces)',
+    '  --snat-ip ADDR             host probe SNAT address (HOST_PROBE_SNAT_IP, default 169.254.7.127)',
+    '  --snat-ipv6 ADDR           (HOST_PROBE_SNAT_IPV6, default fd16:9254:7127:1337:ffff:ffff:ffff:ffff)',
+    '  --kubelet-uid N            hostprobe with nftables: the kubelet\'s UID (nft has no --socket-exists)',
+    '',
+    'Sidecar (and pod overrides for inpod):',
+    '  --annotation KEY=VALUE     a pod annotation (repeatable)',
+    '  --proxy-uid N, --proxy-gid N   istio-proxy runAsUser/runAsGroup (default 1337)',
+    '  --proxy-env KEY=VALUE      istio-proxy environment, e.g. ISTIO_META_DNS_CAPTURE=true, INVALID_DROP=true (repeatable)',
+  ].join('\n'),
+  async run(argv) {
+    const args = parseArgs(argv, {
+      booleans: ['ipv6', 'dns-capture', 'no-dns-capture', 'ingress-bypass'],
+      strings: ['kind', 'backend', 'virtual-interfaces', 'snat-ip', 'snat-ipv6', 'kubelet-uid', 'proxy-uid', 'proxy-gid', 'netns'],
+      repeatable: ['annotation', 'proxy-env'],
+    });
+    const [action, ...extra] = args.positionals;
+    if (!ACTIONS.includes(action as never)) throw new UsageError(`expected an action: ${ACTIONS.join('|')}`);
+    if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
+    if (action !== 'render') {
+      process.stderr.write(`podwire rules ${action}: not yet available (only "render" is implemented)\n`);
+      return 1;
+    }
+    const backend = args.values.get('backend');
+    if (!BACKENDS.includes(backend as never)) throw new UsageError(`--backend must be one of ${BACKENDS.join('|')}`);
+    process.stdout.write(renderModel(modelFromArgs(args), backend!));
+    return 0;
+  },
+};

@@ -1,0 +1,47 @@
+// A ref-counted netns handle: the pod cache holds one reference for as long
+// as the pod is enrolled (the same fd is re-sent to every new ztunnel), and
+// in-flight work takes its own; the fd is closed exactly once, when the last
+// reference is released.
+import { Netns } from '../net/netns.js';
+
+export class NetnsRef {
+  private refs = 1;
+
+  constructor(readonly ns: Netns) {}
+
+  /** Opens `path` with one reference held by the caller. */
+  static open(path: string): NetnsRef {
+    return new NetnsRef(Netns.open(path));
+  }
+
+  get ino(): number {
+    return this.ns.id.ino;
+  }
+
+  get released(): boolean {
+    return this.refs === 0;
+  }
+
+  /** Takes another reference; fails if the handle was already released. */
+  acquire(): this {
+    if (this.refs === 0) throw new Error('NetnsRef.acquire after the last release');
+    this.refs++;
+    return this;
+  }
+
+  /** Drops one reference; the last one closes the fd. */
+  release(): void {
+    if (this.refs === 0) return;
+    if (--this.refs === 0) this.ns.close();
+  }
+
+  /** Runs fn with a reference held, so a concurrent removal cannot close the fd under it. */
+  async use<T>(fn: (ns: Netns) => Promise<T>): Promise<T> {
+    this.acquire();
+    try {
+      return await fn(this.ns);
+    } finally {
+      this.release();
+    }
+  }
+}
