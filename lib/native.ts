@@ -73,6 +73,8 @@ export interface NativeBinding {
   nlOpen(protocol: number, nsFd: number): Promise<NativeNlSocket>;
   nlOpenSync(protocol: number, nsFd: number): NativeNlSocket;
   counters(): { jobsPending: number; children: number };
+  /** A socket created inside the netns (-1: this one); the caller owns the fd. */
+  nsSocket(nsFd: number, domain: number, type: number, protocol: number, mark: number): Promise<number>;
   unixListen(name: string, type: number, mode: number, backlog: number): NativeUnixSocket;
   unixConnect(name: string, type: number): { socket: NativeUnixSocket; inProgress: boolean };
   unixPair(type: number): [NativeUnixSocket, NativeUnixSocket];

@@ -216,6 +216,21 @@ export class Netns {
     };
   }
 
+  /**
+   * Creates a socket inside this netns (it stays bound to it) and returns its
+   * fd, which the caller owns (hand it to `new net.Socket({ fd })`, or see
+   * `connectTcp` in lib/net/connect.ts). `mark` sets SO_MARK before any traffic.
+   */
+  async socket(opts: { family: 4 | 6; type: 'tcp' | 'udp'; mark?: number }): Promise<number> {
+    if (opts.family !== 4 && opts.family !== 6) throw new RangeError('family must be 4 or 6');
+    if (opts.type !== 'tcp' && opts.type !== 'udp') throw new TypeError('type must be tcp or udp');
+    const mark = opts.mark ?? 0;
+    if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff) throw new RangeError(`mark ${mark} is out of range`);
+    const domain = opts.family === 4 ? 2 : 10;
+    const [type, proto] = opts.type === 'tcp' ? [1, 6] : [2, 17];
+    return this.#use(() => native().nsSocket(this.#fd, domain, type, proto, mark));
+  }
+
   /** `/proc/sys/net/...` of this netns. */
   readonly sysctl = {
     get: (key: string): Promise<string> =>

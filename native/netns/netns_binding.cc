@@ -3,7 +3,10 @@
 #include "netns_binding.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "../common/addon.h"
@@ -225,6 +228,42 @@ Napi::Value NlOpenSync(const Napi::CallbackInfo& info) {
   return WrapSocket(env, fd.release(), protocol);
 }
 
+// socket(nsFd, domain, type, protocol, mark) → Promise<fd>: a socket created
+// inside the netns (it stays bound to it), non-blocking and close-on-exec,
+// with SO_MARK set when mark > 0. The caller owns the returned fd (Node
+// adopts it, e.g. `new net.Socket({ fd })`).
+Napi::Value NsSocket(const Napi::CallbackInfo& info) {
+  struct S {
+    int nsFd, domain, type, protocol;
+    uint32_t mark;
+    UniqueFd fd;
+  };
+  auto st = std::make_shared<S>();
+  st->nsFd = info[0].As<Napi::Number>().Int32Value();
+  st->domain = info[1].As<Napi::Number>().Int32Value();
+  st->type = info[2].As<Napi::Number>().Int32Value();
+  st->protocol = info[3].As<Napi::Number>().Int32Value();
+  st->mark = info[4].As<Napi::Number>().Uint32Value();
+  return RunJob<S>(
+      info.Env(), st,
+      [](S& s) {
+        auto make = [&]() -> ErrorInfo {
+          s.fd.reset(socket(s.domain, s.type | SOCK_NONBLOCK | SOCK_CLOEXEC, s.protocol));
+          if (!s.fd.valid()) return ErrorInfo::Errno(errno, "socket", std::string("socket: ") + std::strerror(errno));
+          if (s.mark && setsockopt(s.fd.get(), SOL_SOCKET, SO_MARK, &s.mark, sizeof s.mark) != 0) {
+            ErrorInfo e = ErrorInfo::Errno(errno, "setsockopt", std::string("SO_MARK: ") + std::strerror(errno));
+            s.fd.reset();
+            return e;
+          }
+          return {};
+        };
+        if (s.nsFd < 0) return make();
+        bool restored;
+        return netns::RunInNetns(s.nsFd, make, &restored);
+      },
+      [](Napi::Env env, S& s) -> Napi::Value { return Napi::Number::New(env, s.fd.release()); });
+}
+
 Napi::Value Counters(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Addon& a = Addon::Of(env);
@@ -254,6 +293,7 @@ void RegisterNetns(Napi::Env env, Napi::Object exports) {
   exports.Set("nlOpen", Napi::Function::New<NlOpen>(env, "nlOpen"));
   exports.Set("nlOpenSync", Napi::Function::New<NlOpenSync>(env, "nlOpenSync"));
   exports.Set("counters", Napi::Function::New<Counters>(env, "counters"));
+  exports.Set("nsSocket", Napi::Function::New<NsSocket>(env, "nsSocket"));
 }
 
 }  // namespace podwire

@@ -1,7 +1,18 @@
-// Sweeps pwt- namespaces left by an earlier crashed run (before) and by this
-// run (after). Only names with the test prefix are ever touched.
+// Sweeps pwt- namespaces left by crashed runs, before and after the suite.
+// Names carry the creating process's pid (pwt-<pid>-<n>, pwt-bench-<pid>...):
+// a namespace whose process is still alive belongs to a concurrent run or
+// benchmark and is left alone. Only names with the test prefix are touched.
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code === 'EPERM';
+  }
+}
 
 function sweep(): void {
   let names: string[] = [];
@@ -11,6 +22,8 @@ function sweep(): void {
     return;
   }
   for (const name of names) {
+    const pid = /^pwt-(?:[a-z]+-)*(\d+)/.exec(name)?.[1];
+    if (pid !== undefined && alive(Number(pid))) continue;
     try {
       execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
     } catch {
