@@ -10,3 +10,12 @@ export type { Route, RouteSpec } from './net/routes.js';
 export type { Rule, RuleSpec } from './net/rules.js';
 export { parseIp, formatIp, parsePrefix } from './net/ip.js';
 export type { Family } from './net/ip.js';
+export { connectTcp } from './net/connect.js';
+export type { ConnectOptions } from './net/connect.js';
+export { iptables } from './net/iptables.js';
+export type { IptablesMode, IptablesBackend, SavedTable, SavedChain, SavedRule } from './net/iptables.js';
+export { nft, Transaction } from './net/nft.js';
+export type { NftRuleset, NftTable, NftChain, NftRule, NftSet } from './net/nft.js';
+export { ToolError } from './net/tool-error.js';
+/** Redirection rule model, renderers (and, with the engine, apply/verify/remove). */
+export * as redirect from './redirect/index.js';

@@ -6,6 +6,7 @@
 #include "common/addon.h"
 #include "netns/netns_binding.h"
 #include "nl/nl_socket.h"
+#include "unixsock/unixsock_binding.h"
 
 namespace podwire {
 namespace {
@@ -31,6 +32,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New<InitBinding>(env, "init"));
   exports.Set("platformSupported", Napi::Boolean::New(env, true));
   RegisterNetns(env, exports);
+  RegisterUnixsock(env, exports);
   return exports;
 }
 

@@ -11,6 +11,7 @@ export interface Command {
 // One line per subcommand; each module exports `command: Command`.
 const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   inspect: () => import('./inspect.js'),
+  'ztunnel-sim': () => import('./ztunnel-sim.js'),
   nft: () => import('./nft.js'),
   rules: () => import('./rules.js'),
 };

@@ -1,0 +1,603 @@
+// The node agent's side of ZDS: listens for ztunnel, sends each new
+// connection the whole pod snapshot, then live adds (to the newest
+// connection) and deletes (to every connection), strictly one request and
+// one ack at a time per connection. Behaviour follows istio-cni's
+// ztunnelserver (zds.md §3, istio-cni.md §5.9) with one deliberate change:
+// an ack timeout closes the connection, because a late ack would otherwise be
+// read as the answer to the next request (zds.md §3.4, §7).
+import { EventEmitter } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { native } from '../native.js';
+import { NetError } from '../net/errors.js';
+import { listen, OwnedFd, type FdLike, type UnixConnection, type UnixListener } from '../net/seqpacket.js';
+import { decodeHello, decodeResponse, encodeRequest, ZDS_MAX_RECORD, type WorkloadInfo, type WorkloadRequest } from './codec.js';
+import { ZdsError } from './errors.js';
+
+/** Where ztunnel connects by default (both sides; env ZTUNNEL_UDS_ADDRESS / INPOD_UDS). */
+export const ZTUNNEL_SOCKET_PATH = '/var/run/ztunnel/ztunnel.sock';
+
+export interface ZdsWorkload {
+  /** Kubernetes pod UID. */
+  uid: string;
+  workloadInfo: WorkloadInfo;
+}
+
+export interface ZdsPod extends ZdsWorkload {
+  /** The pod's netns (a Netns, an OwnedFd or an fd number), or undefined when unknown (sent as `keep`). */
+  netns: FdLike | undefined;
+}
+
+/** Where snapshots come from: the agent's pod cache (the dataplane plugs in here). */
+export interface ZdsPodProvider {
+  snapshot(): Iterable<ZdsPod> | Promise<Iterable<ZdsPod>>;
+}
+
+export interface ZdsServerOptions {
+  /** Socket path or @abstract name. Default /var/run/ztunnel/ztunnel.sock. */
+  path?: string;
+  /** Socket file mode. Default 0o600. */
+  mode?: number;
+  provider?: ZdsPodProvider;
+  /** Accept only peers with these uids (SO_PEERCRED); default: anyone, as upstream. */
+  allowedUids?: number[];
+  /** Accept rate limit (token bucket, burst 1). Default 5 per second. */
+  acceptsPerSecond?: number;
+  /** Default 5000 each. */
+  helloTimeoutMs?: number;
+  writeTimeoutMs?: number;
+  ackTimeoutMs?: number;
+  /** Idle time before a liveness probe. Default 5000. */
+  keepaliveIntervalMs?: number;
+  /** How long the liveness probe reads. Default 10. */
+  keepaliveProbeMs?: number;
+  /** Receive buffer for acks; longer nacks (Rust backtraces) fit. Default 64 KiB. */
+  maxResponseBytes?: number;
+}
+
+export type ZdsConnectionState = 'hello' | 'snapshot' | 'ready' | 'closed';
+
+export interface ZdsConnectionInfo {
+  id: number;
+  state: ZdsConnectionState;
+  /** SO_PEERCRED of the peer. */
+  pid: number;
+  uid: number;
+  gid: number;
+  connectedAt: Date;
+  /** The version from the peer's hello, once read. */
+  version: number | undefined;
+  /** Requests sent and answered on this connection. */
+  sent: number;
+  acked: number;
+  nacked: number;
+  /** Requests waiting behind the one in flight. */
+  queued: number;
+}
+
+export interface ZdsNackEvent {
+  connection: number;
+  type: 'add' | 'keep' | 'del' | 'snapshot_sent';
+  uid: string | undefined;
+  error: string;
+}
+
+export interface ZdsServerStats {
+  accepted: number;
+  rejected: number;
+  disconnects: number;
+  adds: number;
+  keeps: number;
+  dels: number;
+  snapshots: number;
+  nacks: number;
+  timeouts: number;
+}
+
+interface Job {
+  type: ZdsNackEvent['type'];
+  uid: string | undefined;
+  data: Buffer;
+  fd: OwnedFd | undefined;  // our own dup, closed once sent or failed
+  resolve(ackError: string): void;
+  reject(err: Error): void;
+  settled: boolean;
+}
+
+const positive = (v: number | undefined, dflt: number, what: string): number => {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new RangeError(`${what} must be a positive number`);
+  return v;
+};
+
+function describeUid(uid: string | undefined): string {
+  return uid === undefined ? '' : ` for ${uid}`;
+}
+
+/** Encodes and size-checks a request before anything is queued. */
+function encodeChecked(req: WorkloadRequest): Buffer {
+  const data = encodeRequest(req);
+  if (data.length > ZDS_MAX_RECORD)
+    throw new ZdsError('ZDS_TOO_LARGE', `ZDS ${req.type} encodes to ${data.length} bytes, over ztunnel's ${ZDS_MAX_RECORD}-byte buffer`);
+  return data;
+}
+
+function validateWorkload(pod: ZdsWorkload): void {
+  if (typeof pod !== 'object' || pod === null) throw new TypeError('pod must be an object');
+  if (typeof pod.uid !== 'string' || pod.uid.length === 0) throw new TypeError('pod.uid must be a non-empty string');
+  const w = pod.workloadInfo;
+  if (typeof w !== 'object' || w === null) throw new TypeError('pod.workloadInfo must be an object');
+  for (const k of ['name', 'namespace', 'serviceAccount'] as const)
+    if (typeof w[k] !== 'string') throw new TypeError(`pod.workloadInfo.${k} must be a string`);
+}
+
+function dupFd(f: FdLike): OwnedFd {
+  const n = typeof f === 'number' ? f : f.fd;
+  if (!Number.isInteger(n) || n < 0) throw new TypeError(`invalid netns fd ${String(n)}`);
+  return new OwnedFd(native().fdDup(n));
+}
+
+type ConnOpts = Required<Omit<ZdsServerOptions, 'path' | 'mode' | 'provider' | 'allowedUids' | 'acceptsPerSecond'>>;
+
+class Connection {
+  readonly id: number;
+  readonly connectedAt = new Date();
+  readonly creds: { pid: number; uid: number; gid: number };
+  state: ZdsConnectionState = 'hello';
+  version: number | undefined;
+  sent = 0;
+  acked = 0;
+  nacked = 0;
+  readonly #sock: UnixConnection;
+  readonly #server: ZdsServer;
+  readonly #opts: ConnOpts;
+  #queue: Job[] = [];
+  #current: Job | undefined;
+  #wake: (() => void) | undefined;
+  #closeReason: ZdsError | undefined;
+  readonly done: Promise<void>;
+
+  constructor(id: number, sock: UnixConnection, creds: Connection['creds'], server: ZdsServer,
+              opts: ConnOpts) {
+    this.id = id;
+    this.#sock = sock;
+    this.creds = creds;
+    this.#server = server;
+    this.#opts = opts;
+    this.done = this.#run();
+  }
+
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  info(): ZdsConnectionInfo {
+    return {
+      id: this.id, state: this.state, pid: this.creds.pid, uid: this.creds.uid, gid: this.creds.gid,
+      connectedAt: this.connectedAt, version: this.version, sent: this.sent, acked: this.acked, nacked: this.nacked,
+      queued: this.#queue.length,
+    };
+  }
+
+  /** Queues a request; resolves with the ack's error text ('' = ok). */
+  enqueue(job: Omit<Job, 'resolve' | 'reject' | 'settled'>): Promise<string> {
+    if (this.state === 'closed') {
+      job.fd?.close();
+      return Promise.reject(this.#closeReason ?? this.#closedError());
+    }
+    return new Promise<string>((resolve, reject) => {
+      this.#queue.push({ ...job, resolve, reject, settled: false });
+      this.#wake?.();
+    });
+  }
+
+  /** Closes the socket and fails everything queued or in flight (idempotent). */
+  close(reason: ZdsError): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.#closeReason = reason;
+    this.#server._remove(this, reason);  // out of the routing list before anything else
+    this.#sock.close();
+    const jobs = this.#current ? [this.#current, ...this.#queue] : [...this.#queue];
+    this.#queue = [];
+    for (const j of jobs) this.#settle(j, reason);
+    this.#wake?.();
+  }
+
+  // A method, not a field read, so TS does not narrow `state` across awaits.
+  #isClosed(): boolean {
+    return this.state === 'closed';
+  }
+
+  #closedError(): ZdsError {
+    return new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id} is closed`, { connection: this.id });
+  }
+
+  #settle(job: Job, outcome: string | Error): void {
+    if (job.settled) return;
+    job.settled = true;
+    job.fd?.close();
+    job.fd = undefined;
+    if (typeof outcome === 'string') job.resolve(outcome);
+    else job.reject(outcome);
+  }
+
+  async #run(): Promise<void> {
+    try {
+      await this.#hello();
+      this.state = 'snapshot';
+      await this.#snapshot();
+      if (this.#isClosed()) return;
+      this.state = 'ready';
+      this.#server._ready(this);
+      while (!this.#isClosed()) {
+        const job = this.#queue.shift();
+        if (job) {
+          await this.#exchange(job);
+          continue;
+        }
+        const woke = await this.#idle();
+        if (!woke && !this.#isClosed()) await this.#probe();
+      }
+    } catch (err) {
+      this.close(err instanceof ZdsError ? err
+        : new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id} failed: ${(err as Error).message}`, { cause: err, connection: this.id }));
+    }
+  }
+
+  async #hello(): Promise<void> {
+    let m;
+    try {
+      m = await this.#sock.recv({ maxBytes: ZDS_MAX_RECORD, maxFds: 0, timeoutMs: this.#opts.helloTimeoutMs });
+    } catch (err) {
+      throw this.#transportError('hello', err);
+    }
+    if (!m) throw new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id} closed before its hello`, { connection: this.id });
+    try {
+      this.version = decodeHello(m.data).version;  // logged, never checked (as upstream)
+    } catch (err) {
+      throw new ZdsError('ZDS_PROTOCOL', `ztunnel connection ${this.id}: bad hello`, { cause: err, connection: this.id });
+    }
+  }
+
+  async #snapshot(): Promise<void> {
+    const pods = [...await this.#server._snapshot()];
+    // Copy the netns fds now: the cache may drop (and close) a pod while
+    // earlier entries wait for their acks. A netns closed already is a pod
+    // already removed: leave it out.
+    const jobs: Job[] = [];
+    try {
+      for (const p of pods) {
+        validateWorkload(p);
+        let fd: OwnedFd | undefined;
+        if (p.netns !== undefined) {
+          try {
+            fd = dupFd(p.netns);
+          } catch (err) {
+            if (err instanceof NetError && err.code === 'EBADF') continue;
+            throw err;
+          }
+        }
+        const type = fd ? 'add' : 'keep';
+        let data: Buffer;
+        try {
+          data = encodeChecked(fd ? { type: 'add', uid: p.uid, workloadInfo: p.workloadInfo } : { type: 'keep', uid: p.uid });
+        } catch (err) {
+          fd?.close();
+          this.#server._warn(err as Error);
+          continue;  // an entry ztunnel could never read; the rest still go
+        }
+        jobs.push({ type, uid: p.uid, data, fd, resolve: () => {}, reject: () => {}, settled: false });
+      }
+      for (const job of jobs) {
+        if (this.#isClosed()) break;
+        await this.#exchange(job);
+      }
+      if (!this.#isClosed()) {
+        await this.#exchange({ type: 'snapshot_sent', uid: undefined, data: encodeRequest({ type: 'snapshot_sent' }), fd: undefined,
+          resolve: () => {}, reject: () => {}, settled: false });
+      }
+    } finally {
+      for (const j of jobs) {
+        j.settled = true;
+        j.fd?.close();
+      }
+    }
+  }
+
+  // One request, one ack. Any transport failure, timeout or protocol
+  // violation closes the connection (and fails this job with the reason).
+  async #exchange(job: Job): Promise<void> {
+    this.#current = job;
+    try {
+      try {
+        await this.#sock.send(job.data, job.fd ? [job.fd] : [], { timeoutMs: this.#opts.writeTimeoutMs });
+      } catch (err) {
+        throw this.#transportError(`${job.type} write${describeUid(job.uid)}`, err);
+      }
+      job.fd?.close();  // the kernel holds its own reference now
+      job.fd = undefined;
+      this.sent++;
+      let m;
+      try {
+        m = await this.#sock.recv({ maxBytes: this.#opts.maxResponseBytes, maxFds: 0, timeoutMs: this.#opts.ackTimeoutMs });
+      } catch (err) {
+        throw this.#transportError(`${job.type} ack${describeUid(job.uid)}`, err);
+      }
+      if (!m) throw new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id} closed while waiting for the ${job.type} ack`, { connection: this.id });
+      let ack;
+      try {
+        ack = decodeResponse(m.data).ack;
+      } catch (err) {
+        throw new ZdsError('ZDS_PROTOCOL', `ztunnel connection ${this.id}: undecodable response`, { cause: err, connection: this.id });
+      }
+      if (!ack) throw new ZdsError('ZDS_PROTOCOL', `ztunnel connection ${this.id}: response without an ack`, { connection: this.id });
+      this.acked++;
+      if (ack.error !== '') {
+        this.nacked++;
+        this.#server._nack({ connection: this.id, type: job.type, uid: job.uid, error: ack.error });
+      }
+      this.#server._count(job.type);
+      this.#settle(job, ack.error);
+    } catch (err) {
+      const reason = err instanceof ZdsError ? err : this.#transportError(job.type, err);
+      this.close(reason);
+      this.#settle(job, reason);
+      throw reason;
+    } finally {
+      this.#current = undefined;
+    }
+  }
+
+  #transportError(what: string, err: unknown): ZdsError {
+    if (err instanceof ZdsError) return err;
+    const e = err as { code?: string };
+    if (e.code === 'ETIMEDOUT') {
+      this.#server._timeout();
+      return new ZdsError('ZDS_TIMEOUT', `ztunnel connection ${this.id}: ${what} timed out`, { cause: err, connection: this.id });
+    }
+    if (e.code === 'ERR_MSG_TRUNC' || e.code === 'ERR_MSG_CTRUNC')
+      return new ZdsError('ZDS_PROTOCOL', `ztunnel connection ${this.id}: ${what}: oversized record or unexpected fds`, { cause: err, connection: this.id });
+    return new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id}: ${what} failed: ${(err as Error).message}`, { cause: err, connection: this.id });
+  }
+
+  // Waits for a job; false when the keepalive interval passed first.
+  #idle(): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wake = undefined;
+        resolve(false);
+      }, this.#opts.keepaliveIntervalMs);
+      this.#wake = () => {
+        clearTimeout(timer);
+        this.#wake = undefined;
+        resolve(true);
+      };
+    });
+  }
+
+  // Upstream's liveness check: a short read. Timing out means alive; EOF,
+  // an error or any data (ztunnel never speaks unasked) means close.
+  async #probe(): Promise<void> {
+    let m;
+    try {
+      m = await this.#sock.recv({ maxBytes: this.#opts.maxResponseBytes, maxFds: 0, timeoutMs: this.#opts.keepaliveProbeMs });
+    } catch (err) {
+      if ((err as { code?: string }).code === 'ETIMEDOUT') return;
+      throw new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id}: keepalive failed`, { cause: err, connection: this.id });
+    }
+    if (!m) throw new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id} closed (keepalive)`, { connection: this.id });
+    for (const f of m.fds) f.close();
+    throw new ZdsError('ZDS_PROTOCOL', `ztunnel connection ${this.id} sent unsolicited data`, { connection: this.id });
+  }
+}
+
+/**
+ * The ZDS server. Events: 'listening', 'connect' (info), 'ready' (info:
+ * snapshot acknowledged), 'disconnect' (info, reason), 'nack' (ZdsNackEvent),
+ * 'rejected' ({ pid, uid, gid }), 'warning' (Error).
+ */
+export class ZdsServer extends EventEmitter {
+  readonly path: string;
+  readonly #mode: number;
+  readonly #provider: ZdsPodProvider;
+  readonly #allowedUids: Set<number> | undefined;
+  readonly #acceptIntervalMs: number;
+  readonly #connOpts: ConnOpts;
+  #listener: UnixListener | undefined;
+  #conns: Connection[] = [];
+  #nextId = 1;
+  #closed = false;
+  #acceptLoop: Promise<void> | undefined;
+  #stats: ZdsServerStats = { accepted: 0, rejected: 0, disconnects: 0, adds: 0, keeps: 0, dels: 0, snapshots: 0, nacks: 0, timeouts: 0 };
+
+  constructor(opts: ZdsServerOptions = {}) {
+    super();
+    this.path = opts.path ?? ZTUNNEL_SOCKET_PATH;
+    if (typeof this.path !== 'string' || this.path.length === 0) throw new TypeError('path must be a non-empty string');
+    this.#mode = opts.mode ?? 0o600;
+    if (!Number.isInteger(this.#mode) || this.#mode < 0 || this.#mode > 0o777) throw new RangeError('mode must be 0..0o777');
+    this.#provider = opts.provider ?? { snapshot: () => [] };
+    if (typeof this.#provider.snapshot !== 'function') throw new TypeError('provider.snapshot must be a function');
+    if (opts.allowedUids !== undefined) {
+      if (!Array.isArray(opts.allowedUids) || opts.allowedUids.some((u) => !Number.isInteger(u) || u < 0))
+        throw new TypeError('allowedUids must be an array of uids');
+      this.#allowedUids = new Set(opts.allowedUids);
+    }
+    this.#acceptIntervalMs = 1000 / positive(opts.acceptsPerSecond, 5, 'acceptsPerSecond');
+    this.#connOpts = {
+      helloTimeoutMs: positive(opts.helloTimeoutMs, 5000, 'helloTimeoutMs'),
+      writeTimeoutMs: positive(opts.writeTimeoutMs, 5000, 'writeTimeoutMs'),
+      ackTimeoutMs: positive(opts.ackTimeoutMs, 5000, 'ackTimeoutMs'),
+      keepaliveIntervalMs: positive(opts.keepaliveIntervalMs, 5000, 'keepaliveIntervalMs'),
+      keepaliveProbeMs: positive(opts.keepaliveProbeMs, 10, 'keepaliveProbeMs'),
+      maxResponseBytes: positive(opts.maxResponseBytes, 64 * 1024, 'maxResponseBytes'),
+    };
+  }
+
+  /** Starts listening (creating the socket's directory if needed). */
+  listen(): this {
+    if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
+    if (this.#listener) return this;
+    if (!this.path.startsWith('@')) mkdirSync(dirname(this.path), { recursive: true, mode: 0o755 });
+    this.#listener = listen(this.path, { type: 'seqpacket', mode: this.#mode });
+    this.#acceptLoop = this.#accept(this.#listener);
+    this.emit('listening');
+    return this;
+  }
+
+  /** Registered connections (newest last). */
+  get connectionCount(): number {
+    return this.#conns.length;
+  }
+
+  connections(): ZdsConnectionInfo[] {
+    return this.#conns.map((c) => c.info());
+  }
+
+  get stats(): Readonly<ZdsServerStats> {
+    return { ...this.#stats };
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Sends `add` (+ the netns fd) to the newest connection and waits for its
+   * ack. ZDS_NO_CONNECTION when none; ZDS_NACK with ztunnel's text on a
+   * nack; ZDS_TIMEOUT / ZDS_CONNECTION_CLOSED when the connection failed.
+   * The netns fd is copied at once, so the caller may close it any time.
+   */
+  async podAdded(pod: ZdsWorkload, netns: FdLike): Promise<void> {
+    validateWorkload(pod);
+    if (netns === undefined || netns === null) throw new TypeError('podAdded needs the pod netns');
+    const data = encodeChecked({ type: 'add', uid: pod.uid, workloadInfo: pod.workloadInfo });
+    if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
+    const conn = this.#conns[this.#conns.length - 1];
+    if (!conn) throw new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
+    const fd = dupFd(netns);
+    const error = await conn.enqueue({ type: 'add', uid: pod.uid, data, fd });
+    if (error !== '') throw new ZdsError('ZDS_NACK', `got ack error: ${error}`, { nack: error, connection: conn.id });
+  }
+
+  /**
+   * Sends `del` to every connection, oldest first, one after another. Nacks
+   * are ignored (as upstream); transport failures are collected: one error
+   * is thrown as is, several as an AggregateError of ZdsErrors.
+   */
+  async podDeleted(uid: string): Promise<void> {
+    if (typeof uid !== 'string' || uid.length === 0) throw new TypeError('uid must be a non-empty string');
+    const data = encodeChecked({ type: 'del', uid });
+    if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
+    const errors: Error[] = [];
+    for (const conn of [...this.#conns]) {
+      try {
+        await conn.enqueue({ type: 'del', uid, data, fd: undefined });
+      } catch (err) {
+        errors.push(err as Error);
+      }
+    }
+    if (errors.length === 1) throw errors[0];
+    if (errors.length > 1) throw new AggregateError(errors, `del ${uid} failed on ${errors.length} ztunnel connections`);
+  }
+
+  /** Stops listening, removes the socket file, closes every connection; pending requests fail with ZDS_SERVER_CLOSED. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#listener?.close();
+    const reason = new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server closed');
+    const conns = [...this.#conns];
+    for (const c of conns) c.close(reason);
+    await Promise.allSettled([this.#acceptLoop, ...conns.map((c) => c.done)]);
+  }
+
+  async #accept(listener: UnixListener): Promise<void> {
+    let next = 0;
+    while (!this.#closed) {
+      // Token bucket with burst 1: at most one accept per interval.
+      const wait = next - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (this.#closed) return;
+      let sock: UnixConnection;
+      try {
+        sock = await listener.accept();
+      } catch (err) {
+        if (this.#closed) return;
+        this._warn(err as Error);  // EMFILE and the like: back off and retry
+        next = Date.now() + this.#acceptIntervalMs;
+        continue;
+      }
+      next = Date.now() + this.#acceptIntervalMs;
+      this.#stats.accepted++;
+      this.#admit(sock);
+    }
+  }
+
+  #admit(sock: UnixConnection): void {
+    let creds;
+    try {
+      creds = sock.peerCredentials();
+    } catch (err) {
+      sock.close();
+      this._warn(err as Error);
+      return;
+    }
+    if (this.#allowedUids && !this.#allowedUids.has(creds.uid)) {
+      sock.close();
+      this.#stats.rejected++;
+      this.emit('rejected', creds);
+      return;
+    }
+    // Registered (as the newest) before the hello is read, as upstream.
+    const conn = new Connection(this.#nextId++, sock, creds, this, this.#connOpts);
+    if (conn.state !== 'closed') {
+      this.#conns.push(conn);
+      this.emit('connect', conn.info());
+    }
+  }
+
+  /** @internal */
+  _remove(conn: Connection, reason: ZdsError): void {
+    const i = this.#conns.indexOf(conn);
+    if (i < 0) return;
+    this.#conns.splice(i, 1);
+    this.#stats.disconnects++;
+    this.emit('disconnect', conn.info(), reason);
+  }
+
+  /** @internal */
+  _ready(conn: Connection): void {
+    this.#stats.snapshots++;
+    this.emit('ready', conn.info());
+  }
+
+  /** @internal */
+  _nack(ev: ZdsNackEvent): void {
+    this.#stats.nacks++;
+    this.emit('nack', ev);
+  }
+
+  /** @internal */
+  _count(type: ZdsNackEvent['type']): void {
+    if (type === 'add') this.#stats.adds++;
+    else if (type === 'keep') this.#stats.keeps++;
+    else if (type === 'del') this.#stats.dels++;
+  }
+
+  /** @internal */
+  _timeout(): void {
+    this.#stats.timeouts++;
+  }
+
+  /** @internal */
+  _warn(err: Error): void {
+    this.emit('warning', err);
+  }
+
+  /** @internal */
+  async _snapshot(): Promise<Iterable<ZdsPod>> {
+    return this.#provider.snapshot();
+  }
+}
