@@ -12,6 +12,7 @@ export interface Command {
 const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   inspect: () => import('./inspect.js'),
   'ztunnel-sim': () => import('./ztunnel-sim.js'),
+  ipset: () => import('./ipset.js'),
   nft: () => import('./nft.js'),
   rules: () => import('./rules.js'),
 };

@@ -21,7 +21,13 @@ export const IPSET_ERRORS: Readonly<Record<number, string>> = {
   4113: 'IPSET_ERR_INVALID_MARKMASK',
   4114: 'IPSET_ERR_SKBINFO',
   4115: 'IPSET_ERR_BITMASK_NETMASK_EXCL',
-  4352: 'IPSET_ERR_TYPE_SPECIFIC',
+  // Type-specific codes start at 4352; podwire uses hash types (ip_set_hash.h).
+  4352: 'IPSET_ERR_HASH_FULL',
+  4353: 'IPSET_ERR_HASH_ELEM',
+  4354: 'IPSET_ERR_INVALID_PROTO',
+  4355: 'IPSET_ERR_MISSING_PROTO',
+  4356: 'IPSET_ERR_HASH_RANGE_UNSUPPORTED',
+  4357: 'IPSET_ERR_HASH_RANGE',
 };
 
 const ERRNO_NAMES: Record<number, string> = Object.fromEntries(

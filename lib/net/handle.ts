@@ -4,7 +4,9 @@
 // every Netns object that refers to it and closed when the last one closes.
 import { native } from '../native.js';
 import { Addrs } from './addrs.js';
+import { Ipset } from './ipset.js';
 import { Links } from './links.js';
+import { NETLINK_NETFILTER } from './nl/nfnl.js';
 import { NETLINK_ROUTE } from './nl/rtnl.js';
 import { SocketTransport, type NlTransport } from './nl/transport.js';
 import { Routes } from './routes.js';
@@ -15,23 +17,38 @@ export class NetHandle {
   readonly addrs: Addrs;
   readonly routes: Routes;
   readonly rules: Rules;
+  /** ipset over NETLINK_NETFILTER. */
+  readonly ipset: Ipset;
   private closed = false;
 
   constructor(
     /** `dev:ino` of the netns the sockets live in. */
     readonly key: string,
     private readonly route: NlTransport,
+    /** NETLINK_NETFILTER socket (ipset), opened with the route socket while the netns fd is at hand. */
+    private readonly netfilter: NlTransport,
   ) {
     this.links = new Links(route);
     this.addrs = new Addrs(route, this.links);
     this.routes = new Routes(route, this.links);
     this.rules = new Rules(route);
+    this.ipset = new Ipset(netfilter);
   }
 
   /** Opens the sockets inside the netns whose fd is given (-1: this process's netns). */
   static async open(key: string, nsFd: number): Promise<NetHandle> {
-    const sock = await native().nlOpen(NETLINK_ROUTE, nsFd);
-    return new NetHandle(key, new SocketTransport(sock));
+    const [route, nf] = await Promise.allSettled([native().nlOpen(NETLINK_ROUTE, nsFd), native().nlOpen(NETLINK_NETFILTER, nsFd)]);
+    if (route.status === 'rejected' || nf.status === 'rejected') {
+      if (route.status === 'fulfilled') route.value.close();
+      if (nf.status === 'fulfilled') nf.value.close();
+      throw route.status === 'rejected' ? route.reason : (nf as PromiseRejectedResult).reason;
+    }
+    return new NetHandle(key, new SocketTransport(route.value), new SocketTransport(nf.value));
+  }
+
+  /** The NETLINK_NETFILTER transport, for nf_tables batches and dumps (lib/net/nft-compile.ts). */
+  get nfnetlink(): NlTransport {
+    return this.netfilter;
   }
 
   get isClosed(): boolean {
@@ -43,6 +60,7 @@ export class NetHandle {
     if (this.closed) return;
     this.closed = true;
     this.route.close();
+    this.netfilter.close();
   }
 }
 
