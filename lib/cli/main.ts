@@ -10,6 +10,7 @@ export interface Command {
 
 // One line per subcommand; each module exports `command: Command`.
 const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
+  demo: () => import('./demo.js'),
   inspect: () => import('./inspect.js'),
   'ztunnel-sim': () => import('./ztunnel-sim.js'),
   ipset: () => import('./ipset.js'),

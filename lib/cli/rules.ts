@@ -1,10 +1,11 @@
 // `podwire rules <action>`: the redirection rule sets. `render` prints
 // exactly the text that would be applied (iptables-restore input, v4 then v6;
-// or the nft script), so users can diff and dry-run. apply/verify/remove
-// will act on a netns once the engine exists.
+// or the nft script), so users can diff and dry-run. apply/verify/remove act
+// on a netns through the engine (lib/redirect/apply.ts).
+import { Netns } from '../net/netns.js';
 import {
-  hostProbeRules, inpodConfigFromPod, inpodRules, sidecarConfigFromPod, sidecarRules, toIptablesText, toNft,
-  type InpodConfig, type RuleModel,
+  apply, hostProbeRules, inpodConfigFromPod, inpodRules, remove, sidecarConfigFromPod, sidecarRules, toIptablesText, toNft, verify,
+  type Backend, type EngineOptions, type InpodConfig, type RuleModel,
 } from '../redirect/index.js';
 import { parseArgs, UsageError, type ParsedArgs } from './args.js';
 import type { Command } from './main.js';
@@ -69,10 +70,16 @@ export function renderModel(model: RuleModel, backend: string): string {
 }
 
 export const command: Command = {
-  summary: 'Render (and later apply, verify, remove) the redirection rules of a pod or of the node.',
+  summary: 'Render, apply, verify or remove the redirection rules of a pod or of the node.',
   usage: [
     'Usage: podwire rules render --kind inpod|hostprobe|sidecar --backend nftables|iptables [options]',
-    '       podwire rules apply|verify|remove ...   (not yet available)',
+    '       podwire rules apply|remove --netns NAME|PATH|PID --kind ... --backend nftables|iptables [options]',
+    '       podwire rules verify --netns NAME|PATH|PID --kind ... [--backend nftables|iptables] [options]',
+    '',
+    '  --netns NAME|PATH|PID      the netns to act on (/run/netns/NAME, a path, or a process\'s netns)',
+    '  --iptables-mode legacy|nft iptables variant (default: the system\'s iptables-restore)',
+    '  apply prints what it changed; verify prints each drift and exits 1 when there is any;',
+    '  remove prints what it deleted. Failures exit 1.',
     '',
     'In-pod and host-probe (ambient):',
     '  --ipv6                     also the IPv6 family',
@@ -92,19 +99,47 @@ export const command: Command = {
   async run(argv) {
     const args = parseArgs(argv, {
       booleans: ['ipv6', 'dns-capture', 'no-dns-capture', 'ingress-bypass'],
-      strings: ['kind', 'backend', 'virtual-interfaces', 'snat-ip', 'snat-ipv6', 'kubelet-uid', 'proxy-uid', 'proxy-gid', 'netns'],
+      strings: ['kind', 'backend', 'virtual-interfaces', 'snat-ip', 'snat-ipv6', 'kubelet-uid', 'proxy-uid', 'proxy-gid', 'netns', 'iptables-mode'],
       repeatable: ['annotation', 'proxy-env'],
     });
     const [action, ...extra] = args.positionals;
     if (!ACTIONS.includes(action as never)) throw new UsageError(`expected an action: ${ACTIONS.join('|')}`);
     if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
-    if (action !== 'render') {
-      process.stderr.write(`podwire rules ${action}: not yet available (only "render" is implemented)\n`);
-      return 1;
-    }
     const backend = args.values.get('backend');
-    if (!BACKENDS.includes(backend as never)) throw new UsageError(`--backend must be one of ${BACKENDS.join('|')}`);
-    process.stdout.write(renderModel(modelFromArgs(args), backend!));
-    return 0;
+    if (!(action === 'verify' && backend === undefined) && !BACKENDS.includes(backend as never)) {
+      throw new UsageError(`--backend must be one of ${BACKENDS.join('|')}`);
+    }
+    const model = modelFromArgs(args);
+    if (action === 'render') {
+      process.stdout.write(renderModel(model, backend!));
+      return 0;
+    }
+    return act(action as 'apply' | 'verify' | 'remove', args, model, backend as Backend | undefined);
   },
 };
+
+async function act(action: 'apply' | 'verify' | 'remove', args: ParsedArgs, model: RuleModel, backend: Backend | undefined): Promise<number> {
+  const ref = args.values.get('netns');
+  if (ref === undefined || ref === '') throw new UsageError(`${action} needs --netns NAME|PATH|PID`);
+  const mode = args.values.get('iptables-mode');
+  if (mode !== undefined && mode !== 'legacy' && mode !== 'nft') throw new UsageError('--iptables-mode must be legacy or nft');
+  const ns = Netns.resolve(ref);
+  try {
+    const opts = { ...(backend ? { backend } : {}), ...(mode ? { iptablesMode: mode } : {}) } as EngineOptions;
+    if (action === 'apply') {
+      const r = await apply(ns, model, opts);
+      process.stdout.write(r.changed ? `${r.actions.join('\n')}\n` : 'unchanged: the netns already holds these rules\n');
+      return 0;
+    }
+    if (action === 'remove') {
+      const r = await remove(ns, model, opts);
+      process.stdout.write(r.removed.length ? `${r.removed.map((x) => `removed ${x}`).join('\n')}\n` : 'nothing to remove\n');
+      return 0;
+    }
+    const r = await verify(ns, model, opts);
+    process.stdout.write(r.ok ? 'ok: no drift\n' : `${r.drift.join('\n')}\n`);
+    return r.ok ? 0 : 1;
+  } finally {
+    ns.close();
+  }
+}

@@ -2,8 +2,11 @@
 // bridge, and N pod namespaces joined to it by veth pairs, dual stack, with
 // default routes via the bridge. Nothing is created in the machine's own
 // netns; teardown removes every namespace (and with it every link).
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { Netns } from '../net/netns.js';
 import { mapLimit } from '../util/limit.js';
+import { createPodWithCni } from './cni.js';
 
 export const BRIDGE = 'pwbr0';
 export const NODE_V4 = '10.244.0.1';
@@ -50,17 +53,23 @@ export function describePod(prefix: string, i: number): DemoPod {
   };
 }
 
-/** Creates the node netns: lo up, the bridge with the gateway addresses, forwarding on. */
-export async function createNode(prefix: string): Promise<{ node: Netns; nodeName: string }> {
+/**
+ * Creates the node netns: lo up, forwarding on, and (unless the CNI bridge
+ * plugin will make it) the bridge with the gateway addresses.
+ */
+export async function createNode(prefix: string, opts: { bridge?: boolean } = {}): Promise<{ node: Netns; nodeName: string }> {
   const nodeName = `${prefix}node`;
   const node = await Netns.create(nodeName);
   try {
     const nl = await node.netlink();
     await nl.links.set('lo', { up: true });
-    await nl.links.add({ kind: 'bridge', name: BRIDGE });
-    await nl.addrs.add(BRIDGE, `${NODE_V4}/16`);
-    await nl.addrs.add(BRIDGE, `${NODE_V6}/64`, { noDad: true });
-    await nl.links.set(BRIDGE, { up: true });
+    await node.sysctl.set('net.ipv6.conf.default.accept_dad', 0);
+    if (opts.bridge !== false) {
+      await nl.links.add({ kind: 'bridge', name: BRIDGE });
+      await nl.addrs.add(BRIDGE, `${NODE_V4}/16`);
+      await nl.addrs.add(BRIDGE, `${NODE_V6}/64`, { noDad: true });
+      await nl.links.set(BRIDGE, { up: true });
+    }
     await node.sysctl.set('net.ipv4.ip_forward', 1);
     await node.sysctl.set('net.ipv6.conf.all.forwarding', 1);
     return { node, nodeName };
@@ -90,6 +99,14 @@ export async function createPod(node: Netns, pod: DemoPod): Promise<void> {
   }
 }
 
+/** An unenrolled client attached to the bridge: traffic from outside the mesh. */
+export function describeExternal(prefix: string): DemoPod {
+  return {
+    index: -1, uid: 'external', name: 'external', netnsName: `${prefix}ext`, netnsPath: `/run/netns/${prefix}ext`,
+    ip4: '10.244.255.250', ip6: 'fd00:244::fffa', hostVeth: 'pwvext',
+  };
+}
+
 /** Removes a namespace by name if it exists. */
 export function removeNetns(name: string): void {
   try {
@@ -104,10 +121,14 @@ export async function buildNode(opts: {
   prefix: string;
   pods: number;
   concurrency?: number;
+  /** Wire pods with the real bridge + host-local CNI plugins (IPAM state under `cniDataDir`). */
+  cni?: boolean;
+  cniDataDir?: string;
   onPod?: (pod: DemoPod) => void;
 }): Promise<DemoNode> {
-  const { node, nodeName } = await createNode(opts.prefix);
+  const { node, nodeName } = await createNode(opts.prefix, { bridge: !opts.cni });
   const pods = Array.from({ length: opts.pods }, (_, i) => describePod(opts.prefix, i));
+  const dataDir = opts.cniDataDir ?? join('/tmp', `${opts.prefix}cni-ipam`);
   let tornDown = false;
   const teardown = async () => {
     if (tornDown) return;
@@ -115,12 +136,26 @@ export async function buildNode(opts: {
     for (const p of pods) removeNetns(p.netnsName);
     node.close();
     removeNetns(nodeName);
+    if (opts.cni) rmSync(dataDir, { recursive: true, force: true });
   };
   try {
-    await mapLimit(pods, opts.concurrency ?? 8, async (p) => {
-      await createPod(node, p);
+    // The first CNI ADD creates the bridge; run it alone so the others find it.
+    const first = opts.cni ? 1 : 0;
+    const wire = async (p: DemoPod) => {
+      if (opts.cni) {
+        const ns = await Netns.create(p.netnsName);
+        try {
+          await createPodWithCni(node, ns, p, dataDir);
+        } finally {
+          ns.close();
+        }
+      } else {
+        await createPod(node, p);
+      }
       opts.onPod?.(p);
-    });
+    };
+    for (const p of pods.slice(0, first)) await wire(p);
+    await mapLimit(pods.slice(first), opts.concurrency ?? 8, wire);
   } catch (err) {
     await teardown();
     throw err;

@@ -14,3 +14,7 @@ export { toIptablesRestore, toIptablesText, iptablesRuleText } from './render-ip
 export { toNft, nftRuleText } from './render-nft.js';
 export { parseGoBool, type PortSpec, type CidrSpec } from './validate.js';
 export { inpodTables, hostTables, sidecarTables } from './tables.js';
+export {
+  apply, verify, remove, execIptables, execNft,
+  type ApplyResult, type Backend, type DriftReport, type EngineOptions, type IptablesRunner, type NftSender, type RemoveResult,
+} from './apply.js';

@@ -52,7 +52,7 @@ describe('podwire rules render', () => {
     expect(h.out).toBe(read('nftables/hostprobe.golden'));
   });
 
-  it('fails clearly on bad input and on actions not yet available', async () => {
+  it('fails clearly on bad input and on a missing --netns', async () => {
     expect((await run('rules', 'render', '--kind', 'pod', '--backend', 'iptables')).code).toBe(2);
     expect((await run('rules', 'render', '--kind', 'inpod', '--backend', 'ebpf')).code).toBe(2);
     const bad = await run('rules', 'render', '--kind', 'sidecar', '--backend', 'iptables', '--annotation', 'traffic.sidecar.istio.io/excludeOutboundPorts=70000');
@@ -60,7 +60,7 @@ describe('podwire rules render', () => {
     expect(bad.err).toContain('excludeOutboundPorts');
     expect(bad.out).toBe('');
     const apply = await run('rules', 'apply', '--kind', 'inpod', '--backend', 'nftables');
-    expect(apply.code).toBe(1);
-    expect(apply.err).toContain('not yet available');
+    expect(apply.code).toBe(2);
+    expect(apply.err).toContain('--netns');
   });
 });

@@ -1,0 +1,96 @@
+// Issue #6 benchmark: per-pod enrollment (in-pod rules + routes + ZDS add/ack
+// + probe-set upsert, dual stack) at 100, 500 and 1,000 pods, for podwire's
+// nftables and iptables paths and for the Istio-style path — per family
+// `iptables-save` then `iptables-restore --noflush`, exec'd inside the pod
+// netns by a thread that entered it, as upstream does — all in one run.
+//   npm run bench -- enroll [SCALES=100,500,1000]
+import { Dataplane } from '../lib/dataplane/dataplane.js';
+import { IpsetProbeSet } from '../lib/dataplane/probe-set-ipset.js';
+import { NftProbeSet } from '../lib/dataplane/probe-set-nft.js';
+import { RedirectRules } from '../lib/dataplane/rules-redirect.js';
+import type { PodInfo, ProbeSet, RuleBackend } from '../lib/dataplane/types.js';
+import { ZdsZtunnel } from '../lib/dataplane/ztunnel-zds.js';
+import { buildNode, type DemoPod } from '../lib/demo/topology.js';
+import type { Netns } from '../lib/net/netns.js';
+import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
+import { inpodRules } from '../lib/redirect/inpod.js';
+import { toIptablesRestore } from '../lib/redirect/render-iptables.js';
+import { ZtunnelPeer } from '../lib/zds/peer.js';
+import { writeResults, type Series } from './lib/report.js';
+
+const SCALES = (process.argv[2] ?? process.env.SCALES ?? '100,500,1000').split(',').map(Number);
+
+/** Upstream's CreateInpodRules: netlink routing, then save + restore per family, each an exec in the netns. */
+class IstioStyleRules implements RuleBackend {
+  private readonly model = inpodRules({ ipv6: true, dnsCapture: true });
+  private readonly text = { 4: toIptablesRestore(this.model, 'ipv4'), 6: toIptablesRestore(this.model, 'ipv6') };
+
+  async apply(ns: Netns): Promise<void> {
+    await applyRouting(ns, await diffRouting(ns, this.model));
+    for (const [fam, save, restore] of [[4, 'iptables-save', 'iptables-restore'], [6, 'ip6tables-save', 'ip6tables-restore']] as const) {
+      const s = await ns.spawn([save], { timeoutMs: 30_000 });
+      if (s.code !== 0) throw new Error(`${save}: ${s.stderr}`);
+      const r = await ns.spawn([restore, '--noflush', '-v'], { stdin: this.text[fam], timeoutMs: 30_000 });
+      if (r.code !== 0) throw new Error(`${restore}: ${r.stderr}`);
+    }
+  }
+  async verify(): Promise<{ ok: boolean; drift: string[] }> { return { ok: true, drift: [] }; }
+  async remove(): Promise<void> {}
+}
+
+interface PathDef {
+  label: string;
+  rules: () => RuleBackend;
+  probes: (node: Netns) => Promise<ProbeSet>;
+}
+
+const paths: PathDef[] = [
+  { label: 'podwire nftables', rules: () => new RedirectRules({ backend: 'nftables' }), probes: async (n) => new NftProbeSet(n, true) },
+  { label: 'podwire iptables', rules: () => new RedirectRules({ backend: 'iptables' }), probes: async (n) => new IpsetProbeSet(await n.netlink(), true) },
+  { label: 'Istio-style iptables', rules: () => new IstioStyleRules(), probes: async (n) => new IpsetProbeSet(await n.netlink(), true) },
+];
+
+const pod = (p: DemoPod): PodInfo => ({ uid: p.uid, name: p.name, namespace: 'bench', ips: [p.ip4, p.ip6] });
+
+async function measure(path: PathDef, scale: number): Promise<{ samples: number[]; rssMb: number; heapMb: number }> {
+  const prefix = `pwt-bench-${process.pid}-`;
+  const node = await buildNode({ prefix, pods: scale, concurrency: 8 });
+  const sock = `/tmp/pwt-bench-${process.pid}.sock`;
+  let dp: Dataplane | undefined;
+  const ztunnel = new ZdsZtunnel({ path: sock }, () => dp?.snapshot() ?? []).listen();
+  const peer = new ZtunnelPeer({ path: sock, listeners: false }).start();
+  try {
+    const probes = await path.probes(node.node);
+    dp = new Dataplane({ rules: path.rules(), ztunnel, probes });
+    await dp.start();
+    await peer.waitFor((p) => p.snapshotReceived, 10_000);
+    global.gc?.();
+    const samples: number[] = [];
+    for (const p of node.pods) {
+      const t0 = performance.now();
+      await dp.enroll(pod(p), { netnsPath: p.netnsPath });
+      samples.push((performance.now() - t0) * 1000);
+    }
+    const mem = process.memoryUsage();
+    return { samples, rssMb: Math.round(mem.rss / 1e5) / 10, heapMb: Math.round(mem.heapUsed / 1e5) / 10 };
+  } finally {
+    await peer.stop();
+    await dp?.close();
+    await ztunnel.close();
+    await node.teardown();
+  }
+}
+
+const series: Series[] = [];
+const ratios: Record<string, [string, string]> = {};
+for (const scale of SCALES) {
+  for (const path of paths) {
+    const r = await measure(path, scale);
+    const label = `${path.label} @${scale}`;
+    series.push({ label, samples: r.samples, notes: { pods: scale, rssMb: r.rssMb, heapMb: r.heapMb } });
+    console.log(`${label}: done (rss ${r.rssMb} MB, heap ${r.heapMb} MB)`);
+  }
+  ratios[`Istio-style / podwire iptables @${scale}`] = [`Istio-style iptables @${scale}`, `podwire iptables @${scale}`];
+  ratios[`Istio-style / podwire nftables @${scale}`] = [`Istio-style iptables @${scale}`, `podwire nftables @${scale}`];
+}
+writeResults('enroll', 'Per-pod enrollment, dual stack: rules + routes + ZDS ack + probe set', series, ratios);

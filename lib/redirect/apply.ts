@@ -1,0 +1,133 @@
+// The redirection engine: apply, verify and remove a rule model in a netns.
+// Routing first (routes, policy rules, addresses over rtnetlink; a failure
+// stops before any rule is written), then the rules in one atomic step per
+// backend: one nft transaction, or one iptables-restore per family. Every
+// step reads the netns first and writes only what differs, so applying the
+// same model twice executes nothing the second time. Work on one netns is
+// serialised within this process.
+import type { Netns } from '../net/netns.js';
+import { applyIptables, readIptables, removeIptables } from './engine-iptables.js';
+import { applyNft, readNft, removeNft } from './engine-nft.js';
+import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
+import { execNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
+import type { RuleModel } from './model.js';
+
+export type { ApplyResult, Backend, DriftReport, EngineOptions, IptablesRunner, NftSender, RemoveResult } from './engine-types.js';
+export { execIptables, execNft } from './engine-types.js';
+
+const BACKENDS: readonly Backend[] = ['nftables', 'iptables'];
+
+function check(ns: unknown, model: unknown): asserts model is RuleModel {
+  if (typeof ns !== 'object' || ns === null || typeof (ns as Netns).spawn !== 'function') throw new TypeError('ns must be a Netns');
+  const m = model as RuleModel | null;
+  if (typeof m !== 'object' || m === null || !Array.isArray(m.rules) || !Array.isArray(m.tables) || !Array.isArray(m.families))
+    throw new TypeError('model must be a rule model (inpodRules(), hostProbeRules(), sidecarRules())');
+}
+
+function checkOpts(opts: Partial<EngineOptions> | undefined, required: boolean): void {
+  if (opts === undefined && !required) return;
+  if (typeof opts !== 'object' || opts === null) throw new TypeError('options must be an object with a backend');
+  if (opts.backend === undefined && !required) return;
+  if (!BACKENDS.includes(opts.backend as Backend)) throw new TypeError(`backend must be one of ${BACKENDS.join(', ')}, got ${JSON.stringify(opts.backend)}`);
+  if (opts.iptablesMode !== undefined && opts.iptablesMode !== 'legacy' && opts.iptablesMode !== 'nft')
+    throw new TypeError(`iptablesMode must be 'legacy' or 'nft', got ${JSON.stringify(opts.iptablesMode)}`);
+}
+
+const locks = new Map<string, Promise<unknown>>();
+
+/** Runs `fn` after every earlier operation on the same netns (by identity) has settled. */
+function serialised<T>(ns: Netns, fn: () => Promise<T>): Promise<T> {
+  const key = ns.key;
+  const prev = locks.get(key) ?? Promise.resolve();
+  const next = prev.then(fn, fn);
+  const tail = next.catch(() => undefined);
+  locks.set(key, tail);
+  void tail.then(() => { if (locks.get(key) === tail) locks.delete(key); });
+  return next;
+}
+
+const ipt = (o: Partial<EngineOptions>) => ({ ...(o.iptablesMode ? { mode: o.iptablesMode } : {}), ...(o.iptables ? { runner: o.iptables } : {}) });
+
+/**
+ * Programs the model into the netns. Identical state → nothing is executed
+ * (`changed: false`). Drift or an older rule set is reconciled without a
+ * moment where traffic escapes capture unreported.
+ */
+export function apply(ns: Netns, model: RuleModel, opts: EngineOptions): Promise<ApplyResult> {
+  check(ns, model);
+  checkOpts(opts, true);
+  return serialised(ns, async () => {
+    // Both reads at once; then routing is written before any rule.
+    const sender = opts.nft ?? execNft;
+    const [routing, rules] = await Promise.all([
+      diffRouting(ns, model),
+      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts)) : readNft(ns, model, sender),
+    ]);
+    const actions = await applyRouting(ns, routing);
+    if (opts.backend === 'iptables') {
+      actions.push(...await applyIptables(ns, model, rules as Awaited<ReturnType<typeof readIptables>>, ipt(opts)));
+    } else {
+      actions.push(...await applyNft(ns, model, rules as Awaited<ReturnType<typeof readNft>>, sender));
+    }
+    return { changed: actions.length > 0, actions };
+  });
+}
+
+/** Which backend holds the model's rules here: nftables when one of its tables exists, else iptables. */
+async function detect(ns: Netns, model: RuleModel, opts: Partial<EngineOptions>): Promise<Backend> {
+  const rs = await (opts.nft ?? execNft).list(ns);
+  return model.tables.some((t) => rs.tables.some((x) => x.family === 'inet' && x.name === t.nft)) ? 'nftables' : 'iptables';
+}
+
+/**
+ * Compares the netns with the model: every missing or foreign rule, chain,
+ * table, route, policy rule and address, one line each. Without a backend,
+ * the one holding the model's tables is checked.
+ */
+export function verify(ns: Netns, model: RuleModel, opts: Partial<EngineOptions> = {}): Promise<DriftReport> {
+  check(ns, model);
+  checkOpts(opts, false);
+  return serialised(ns, async () => {
+    const backend = opts.backend ?? await detect(ns, model, opts);
+    const drift = routingDrift(await diffRouting(ns, model));
+    if (backend === 'iptables') {
+      for (const st of await readIptables(ns, model, ipt(opts))) drift.push(...st.drift);
+    } else {
+      drift.push(...(await readNft(ns, model, opts.nft ?? execNft)).drift);
+    }
+    return { ok: drift.length === 0, drift };
+  });
+}
+
+/**
+ * Deletes what podwire owns for this model (our tables, chains, jumps,
+ * routes, policy rules, addresses), whatever part of it is there, and says
+ * what it removed. Rules go first, then routing (as Istio).
+ */
+export function remove(ns: Netns, model: RuleModel, opts: EngineOptions): Promise<RemoveResult> {
+  check(ns, model);
+  checkOpts(opts, true);
+  return serialised(ns, async () => {
+    const removed: string[] = [];
+    const errors: unknown[] = [];
+    try {
+      if (opts.backend === 'iptables') {
+        removed.push(...await removeIptables(ns, await readIptables(ns, model, ipt(opts)), ipt(opts)));
+      } else {
+        const sender = opts.nft ?? execNft;
+        removed.push(...await removeNft(ns, model, await readNft(ns, model, sender), sender));
+      }
+    } catch (err) {
+      errors.push(err);   // still remove the routing, then report
+    }
+    try {
+      removed.push(...await removeRouting(ns, await diffRouting(ns, model)));
+    } catch (err) {
+      errors.push(err);
+    }
+    if (errors.length === 1) throw errors[0];
+    if (errors.length > 1) throw new AggregateError(errors, 'remove failed');
+    return { removed };
+  });
+}
+

@@ -1,0 +1,192 @@
+// The nftables backend of the engine: the model's tables (family inet) are
+// read with one `nft -j list ruleset`, compared with what the same script
+// prints back in a scratch netns, and written as one transaction: per table
+// `add table` + `flush table` + chains + rules, with chains that are foreign
+// or whose hook changed deleted inside the same transaction, so the pod is
+// never between two states. The send step goes through an NftSender, so the
+// native nfnetlink path can replace the `nft` binary later.
+import type { Netns } from '../net/netns.js';
+import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft.js';
+import { execNft, type NftSender } from './engine-types.js';
+import type { RuleModel } from './model.js';
+import { nftReference } from './reference.js';
+import { toNft } from './render-nft.js';
+
+interface TablePlan {
+  name: string;
+  /** In the model's output (it has rules). */
+  wanted: boolean;
+  present: boolean;
+  /** Present chains to delete before they are (re)declared or because the model has none of that name. */
+  dropChains: string[];
+  /** Present chains that the model also has (for remove). */
+  ownChains: string[];
+}
+
+export interface NftState {
+  drift: string[];
+  residue: boolean;
+  tables: TablePlan[];
+}
+
+/** The script the engine sends: the rendered rules, plus the sets a host rule names (created empty if missing). */
+export function engineScript(model: RuleModel): string {
+  const lines = toNft(model).split('\n').filter((l) => l !== '');
+  const out: string[] = [];
+  for (const line of lines) {
+    out.push(line);
+    const m = /^add table inet (\S+)$/.exec(line);
+    if (!m) continue;
+    const table = model.tables.find((t) => t.nft === m[1]);
+    const sets = new Map<string, string>();
+    for (const r of model.rules) {
+      if (r.table !== table?.name) continue;
+      for (const x of r.matches) if (x.kind === 'set') sets.set(x.name, r.family === 'ipv6' ? 'ipv6_addr' : 'ipv4_addr');
+    }
+    // `add set` keeps an existing set and its elements (the probe set owns them).
+    for (const [name, type] of sets) out.push(`add set inet ${m[1]} ${name} { type ${type} ; }`);
+  }
+  return out.length === 0 ? '' : `${out.join('\n')}\n`;
+}
+
+/** A rule's statements with counter values dropped (they change with traffic). */
+const ruleKey = (r: NftRule) => JSON.stringify(r.expr.map((e) => ('counter' in e ? { counter: null } : e)));
+const chainDef = (c: NftChain) => (c.hook === undefined ? 'regular' : `type ${c.type} hook ${c.hook} priority ${String(c.priority)} policy ${c.policy ?? 'accept'}`);
+
+/** `nft -a list ruleset` → rule text by `table chain handle`. */
+export function ruleTexts(listing: string): Map<string, string> {
+  const out = new Map<string, string>();
+  let table = '';
+  let chain = '';
+  for (const line of listing.split('\n')) {
+    const t = /^table (\S+) (\S+) \{/.exec(line);
+    if (t) { table = `${t[1]} ${t[2]}`; chain = ''; continue; }
+    const c = /^\s*chain (\S+) \{/.exec(line);
+    if (c) { chain = c[1]!; continue; }
+    if (/^\s*(set|map|flowtable|counter|quota) \S+ \{/.test(line)) { chain = ''; continue; }
+    const r = /^\s*(.*\S)\s+# handle (\d+)$/.exec(line);
+    if (r && chain) out.set(`${table} ${chain} ${r[2]}`, r[1]!.replace(/counter packets \d+ bytes \d+/, 'counter'));
+  }
+  return out;
+}
+
+function findTable(rs: NftRuleset, name: string): NftTable | undefined {
+  return rs.tables.find((t) => t.family === 'inet' && t.name === name);
+}
+
+/** Compares the live ruleset with the model's reference. */
+export async function diffNft(model: RuleModel, live: NftRuleset, liveText: () => Promise<string>): Promise<NftState> {
+  const ref = await nftReference(engineScript(model));
+  const refTexts = ruleTexts(ref.text);
+  const st: NftState = { drift: [], residue: false, tables: [] };
+  const pending: Array<{ kind: 'missing' | 'foreign'; where: string; key: string; text?: string }> = [];
+  for (const def of model.tables) {
+    const refT = findTable(ref.ruleset, def.nft);
+    const liveT = findTable(live, def.nft);
+    const plan: TablePlan = { name: def.nft, wanted: refT !== undefined, present: liveT !== undefined, dropChains: [], ownChains: [] };
+    st.tables.push(plan);
+    if (liveT) st.residue = true;
+    const tref = `inet ${def.nft}`;
+    if (!refT) {
+      if (liveT) st.drift.push(`foreign table: ${tref} (the configuration has no rules there)`);
+      continue;
+    }
+    if (!liveT) {
+      st.drift.push(`missing table: ${tref}`);
+      continue;
+    }
+    for (const rc of refT.chains) {
+      const lc = liveT.chains.find((c) => c.name === rc.name);
+      const where = `${tref} ${rc.name}`;
+      if (!lc) {
+        st.drift.push(`missing chain: ${where}`);
+        for (const r of rc.rules) st.drift.push(`missing rule: ${where} ${refTexts.get(`${tref} ${rc.name} ${r.handle}`) ?? ruleKey(r)}`);
+        continue;
+      }
+      plan.ownChains.push(rc.name);
+      if (chainDef(lc) !== chainDef(rc)) {
+        st.drift.push(`changed chain: ${where} (${chainDef(lc)}, want ${chainDef(rc)})`);
+        plan.dropChains.push(rc.name);
+      }
+      const left = [...lc.rules];
+      let missing = 0;
+      for (const r of rc.rules) {
+        const i = left.findIndex((x) => ruleKey(x) === ruleKey(r));
+        if (i >= 0) {
+          left.splice(i, 1);
+        } else {
+          missing++;
+          pending.push({ kind: 'missing', where, key: ruleKey(r), text: refTexts.get(`${tref} ${rc.name} ${r.handle}`) });
+        }
+      }
+      for (const r of left) pending.push({ kind: 'foreign', where, key: `${tref} ${rc.name} ${r.handle}` });
+      if (left.length === 0 && missing === 0 && lc.rules.map(ruleKey).join() !== rc.rules.map(ruleKey).join()) {
+        st.drift.push(`misordered chain: ${where}`);
+      }
+    }
+    for (const lc of liveT.chains) {
+      if (refT.chains.some((c) => c.name === lc.name)) continue;
+      st.drift.push(`foreign chain: ${tref} ${lc.name} (${lc.rules.length} rules)`);
+      plan.dropChains.push(lc.name);
+    }
+  }
+  if (pending.length > 0) {
+    // Name foreign rules the way nft prints them (only read when there is drift).
+    const texts = pending.some((p) => p.kind === 'foreign') ? ruleTexts(await liveText()) : new Map<string, string>();
+    for (const p of pending) {
+      st.drift.push(p.kind === 'missing'
+        ? `missing rule: ${p.where} ${p.text ?? p.key}`
+        : `foreign rule: ${p.where} ${texts.get(p.key) ?? `(handle ${p.key.split(' ').pop()})`}`);
+    }
+  }
+  return st;
+}
+
+export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = execNft): Promise<NftState> {
+  return diffNft(model, await sender.list(ns), () => sender.listText(ns));
+}
+
+/** The reconcile transaction: the engine script with our stale chains and tables deleted inside it. */
+export function reconcileScript(model: RuleModel, st: NftState): string {
+  const out: string[] = [];
+  for (const line of engineScript(model).split('\n').filter((l) => l !== '')) {
+    out.push(line);
+    const m = /^flush table inet (\S+)$/.exec(line);
+    const plan = m && st.tables.find((t) => t.name === m[1]);
+    // Flushed first, so no rule of ours still jumps to them.
+    if (plan) for (const c of plan.dropChains) out.push(`delete chain inet ${plan.name} ${c}`);
+  }
+  for (const t of st.tables) if (t.present && !t.wanted && model.kind !== 'hostprobe') out.push(`delete table inet ${t.name}`);
+  return `${out.join('\n')}\n`;
+}
+
+export async function applyNft(ns: Netns, model: RuleModel, st: NftState, sender: NftSender = execNft): Promise<string[]> {
+  if (st.drift.length === 0) return [];
+  await sender.applyScript(ns, reconcileScript(model, st));
+  return [st.residue ? 'nft transaction (reconcile)' : 'nft transaction'];
+}
+
+/**
+ * Deletes our tables (one transaction). The host table keeps its sets (the
+ * probe set lives there): only our chains go, as Istio's host delete does.
+ */
+export async function removeNft(ns: Netns, model: RuleModel, st: NftState, sender: NftSender = execNft): Promise<string[]> {
+  const lines: string[] = [];
+  const removed: string[] = [];
+  for (const t of st.tables) {
+    if (!t.present) continue;
+    if (model.kind === 'hostprobe') {
+      const chains = [...t.ownChains];
+      for (const c of chains) lines.push(`flush chain inet ${t.name} ${c}`);
+      for (const c of chains) {
+        lines.push(`delete chain inet ${t.name} ${c}`);
+        removed.push(`chain inet ${t.name} ${c}`);
+      }
+    } else {
+      lines.push(`delete table inet ${t.name}`);
+      removed.push(`table inet ${t.name}`);
+    }
+  }
+  if (lines.length > 0) await sender.applyScript(ns, `${lines.join('\n')}\n`);
+  return removed;
+}

@@ -1,0 +1,202 @@
+// The routing half of a rule set: the `local default dev lo table N` routes,
+// the `fwmark … lookup N` policy rules and the addresses a model needs, read,
+// compared and written over the netns's rtnetlink handle. IPv6 parts only
+// when IPv6 is enabled inside that netns (as Istio reads it in the pod).
+import { isExist, isNotFound } from '../net/errors.js';
+import { parsePrefix } from '../net/ip.js';
+import type { Netns } from '../net/netns.js';
+import type { Route, RouteSpec as NlRouteSpec } from '../net/routes.js';
+import type { Rule as PolicyRule } from '../net/rules.js';
+import { famNo } from './engine-types.js';
+import type { AddressSpec, Family, PolicyRuleSpec, RouteSpec, RuleModel } from './model.js';
+
+const ALL_BITS = 0xffffffff;
+const hex = (n: number) => `0x${n.toString(16)}`;
+
+/** Is IPv6 usable in this netns (`net.ipv6.conf.{all,lo}.disable_ipv6` ≠ 1, IPv6 present)? */
+export async function ipv6Enabled(ns: Netns): Promise<boolean> {
+  try {
+    const keys = ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.lo.disable_ipv6'];
+    return (await Promise.all(keys.map((k) => ns.sysctl.get(k)))).every((v) => v !== '1');
+  } catch (err) {
+    if (isNotFound(err)) return false;   // no /proc/sys/net/ipv6: IPv6 is off in the kernel
+    throw err;
+  }
+}
+
+export const routeText = (r: RouteSpec) => `${r.family} ${r.type} ${parsePrefix(r.dst).prefixLen === 0 ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;
+export const policyText = (p: PolicyRuleSpec) =>
+  `${p.family} fwmark ${hex(p.fwmark)}${p.fwmask === undefined ? '' : `/${hex(p.fwmask)}`} lookup ${p.table}${p.priority === undefined ? '' : ` pref ${p.priority}`}`;
+const addrText = (a: AddressSpec) => `${a.family} ${a.address} dev ${a.dev}`;
+const liveRouteText = (r: Route) => `ipv${r.family} ${r.type} ${r.dst} dev ${r.dev ?? `#${r.ifindex ?? '?'}`} table ${r.table}`;
+const livePolicyText = (r: PolicyRule) =>
+  `ipv${r.family} fwmark ${hex(r.fwmark ?? 0)}/${hex(r.fwmask ?? ALL_BITS)} ${r.action} ${r.table} pref ${r.priority}`;
+
+function routeMatches(live: Route, want: RouteSpec): boolean {
+  const dst = parsePrefix(want.dst);
+  const liveDst = live.dst === 'default' ? 0 : parsePrefix(live.dst).prefixLen;
+  return live.family === famNo(want.family) && live.table === want.table && live.type === want.type && live.dev === want.dev
+    && (dst.prefixLen === 0 ? liveDst === 0 : live.dst === want.dst);
+}
+
+function policyMatches(live: PolicyRule, want: PolicyRuleSpec): boolean {
+  return live.family === famNo(want.family) && live.action === 'lookup' && live.table === want.table
+    && live.fwmark === want.fwmark && (live.fwmask ?? ALL_BITS) === (want.fwmask ?? ALL_BITS)
+    && (want.priority === undefined || live.priority === want.priority)
+    && live.src === undefined && live.dst === undefined && live.iif === undefined && live.oif === undefined && !live.not;
+}
+
+export interface RoutingDiff {
+  families: Family[];
+  missingRoutes: RouteSpec[];
+  /** Routes in one of our tables that the model does not have. */
+  foreignRoutes: Route[];
+  presentRoutes: Route[];
+  missingRules: PolicyRuleSpec[];
+  /** Rules that look up one of our tables but are not the model's (old priority, mask, duplicates). */
+  foreignRules: PolicyRule[];
+  presentRules: PolicyRule[];
+  missingAddresses: AddressSpec[];
+  presentAddresses: AddressSpec[];
+}
+
+/** Reads the routing state of the model's tables and compares it with the model. */
+export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingDiff> {
+  const v6 = model.families.includes('ipv6') && await ipv6Enabled(ns);
+  const families = model.families.filter((f) => f === 'ipv4' || v6);
+  const on = <T extends { family: Family }>(xs: T[]) => xs.filter((x) => families.includes(x.family));
+  const wantRoutes = on(model.routes);
+  const wantRules = on(model.policyRules);
+  const wantAddrs = on(model.addresses);
+  const diff: RoutingDiff = {
+    families, missingRoutes: [], foreignRoutes: [], presentRoutes: [], missingRules: [], foreignRules: [], presentRules: [],
+    missingAddresses: [], presentAddresses: [],
+  };
+  if (wantRoutes.length + wantRules.length + wantAddrs.length === 0) return diff;
+  const nl = await ns.netlink();
+  const tables = [...new Set([...wantRoutes.map((r) => r.table), ...wantRules.map((r) => r.table)])];
+  // All dumps at once; compared in a fixed order below.
+  const routeDumps = new Map(await Promise.all(families.flatMap((fam) => tables.map(async (table) => {
+    // A table that has no route yet does not exist (a strict dump says ENOENT).
+    const live = await nl.routes.list({ table, family: famNo(fam) }).catch((err) => {
+      if (isNotFound(err)) return [];
+      throw err;
+    });
+    return [`${fam} ${table}`, live] as const;
+  }))));
+  const ruleDumps = new Map(await Promise.all(families.map(async (fam) => [fam, await nl.rules.list({ family: famNo(fam) })] as const)));
+  for (const fam of families) {
+    for (const table of tables) {
+      const live = routeDumps.get(`${fam} ${table}`)!;
+      const want = wantRoutes.filter((r) => r.family === fam && r.table === table);
+      const used = new Set<Route>();
+      for (const w of want) {
+        const hit = live.find((r) => !used.has(r) && routeMatches(r, w));
+        if (hit) {
+          used.add(hit);
+          diff.presentRoutes.push(hit);
+        } else {
+          diff.missingRoutes.push(w);
+        }
+      }
+      diff.foreignRoutes.push(...live.filter((r) => !used.has(r)));
+    }
+    const liveRules = ruleDumps.get(fam)!.filter((r) => r.action === 'lookup' && tables.includes(r.table));
+    const used = new Set<PolicyRule>();
+    for (const w of wantRules.filter((r) => r.family === fam)) {
+      const hit = liveRules.find((r) => !used.has(r) && policyMatches(r, w));
+      if (hit) {
+        used.add(hit);
+        diff.presentRules.push(hit);
+      } else {
+        diff.missingRules.push(w);
+      }
+    }
+    diff.foreignRules.push(...liveRules.filter((r) => !used.has(r)));
+  }
+  for (const a of wantAddrs) {
+    const p = parsePrefix(a.address);
+    let live: Array<{ address: string; prefixLen: number }> = [];
+    try {
+      live = await nl.addrs.list({ link: a.dev, family: p.family });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    const have = live.some((l) => parsePrefix(`${l.address}/${l.prefixLen}`).bytes.equals(p.bytes) && l.prefixLen === p.prefixLen);
+    (have ? diff.presentAddresses : diff.missingAddresses).push(a);
+  }
+  return diff;
+}
+
+export function routingDrift(d: RoutingDiff): string[] {
+  return [
+    ...d.missingRoutes.map((r) => `missing route: ${routeText(r)}`),
+    ...d.foreignRoutes.map((r) => `foreign route: ${liveRouteText(r)}`),
+    ...d.missingRules.map((r) => `missing policy rule: ${policyText(r)}`),
+    ...d.foreignRules.map((r) => `foreign policy rule: ${livePolicyText(r)}`),
+    ...d.missingAddresses.map((a) => `missing address: ${addrText(a)}`),
+  ];
+}
+
+const routeSpecOf = (r: RouteSpec): NlRouteSpec => ({
+  family: famNo(r.family), dst: r.dst, type: r.type, dev: r.dev, table: r.table, scope: r.scope,
+});
+const liveRouteSpec = (r: Route): NlRouteSpec => ({
+  family: r.family, dst: r.dst, table: r.table,
+  ...(r.type === 'unspec' ? {} : { type: r.type }),
+  ...(r.ifindex === undefined ? {} : { dev: r.ifindex }),
+});
+const ruleSpecOf = (p: PolicyRuleSpec) => ({
+  family: famNo(p.family), fwmark: p.fwmark, table: p.table,
+  ...(p.fwmask === undefined ? {} : { mask: p.fwmask }), ...(p.priority === undefined ? {} : { priority: p.priority }),
+});
+const liveRuleSpec = (r: PolicyRule) => ({
+  family: r.family, table: r.table, priority: r.priority,
+  ...(r.fwmark === undefined ? {} : { fwmark: r.fwmark, mask: r.fwmask ?? ALL_BITS }),
+});
+
+/** Makes the routing state what the model says: adds what is missing, removes foreign entries of our tables. */
+export async function applyRouting(ns: Netns, d: RoutingDiff): Promise<string[]> {
+  const actions: string[] = [];
+  if (d.missingRoutes.length + d.foreignRoutes.length + d.missingRules.length + d.foreignRules.length + d.missingAddresses.length === 0) return actions;
+  const nl = await ns.netlink();
+  for (const r of d.foreignRoutes) {
+    await nl.routes.del(liveRouteSpec(r)).catch((err) => { if (!isNotFound(err)) throw err; });
+    actions.push(`route del ${liveRouteText(r)}`);
+  }
+  for (const r of d.missingRoutes) {
+    await nl.routes.replace(routeSpecOf(r));
+    actions.push(`route replace ${routeText(r)}`);
+  }
+  for (const r of d.foreignRules) {
+    await nl.rules.del(liveRuleSpec(r)).catch((err) => { if (!isNotFound(err)) throw err; });
+    actions.push(`rule del ${livePolicyText(r)}`);
+  }
+  for (const r of d.missingRules) {
+    await nl.rules.add(ruleSpecOf(r)).catch((err) => { if (!isExist(err)) throw err; });
+    actions.push(`rule add ${policyText(r)}`);
+  }
+  for (const a of d.missingAddresses) {
+    await nl.addrs.add(a.dev, a.address, a.family === 'ipv6' ? { noDad: true } : {}).catch((err) => { if (!isExist(err)) throw err; });
+    actions.push(`address add ${addrText(a)}`);
+  }
+  return actions;
+}
+
+/** Deletes the model's routes, policy rules and addresses that are present; missing ones are fine. */
+export async function removeRouting(ns: Netns, d: RoutingDiff): Promise<string[]> {
+  const removed: string[] = [];
+  if (d.presentRoutes.length + d.presentRules.length + d.presentAddresses.length === 0) return removed;
+  const nl = await ns.netlink();
+  const tolerate = (err: unknown) => { if (!isNotFound(err)) throw err; };
+  for (const r of d.presentRules) {
+    await nl.rules.del(liveRuleSpec(r)).then(() => removed.push(`policy rule ${livePolicyText(r)}`), tolerate);
+  }
+  for (const r of d.presentRoutes) {
+    await nl.routes.del(liveRouteSpec(r)).then(() => removed.push(`route ${liveRouteText(r)}`), tolerate);
+  }
+  for (const a of d.presentAddresses) {
+    await nl.addrs.del(a.dev, a.address).then(() => removed.push(`address ${addrText(a)}`), tolerate);
+  }
+  return removed;
+}

@@ -1,0 +1,71 @@
+// Shapes shared by the redirection engine's parts, and the seams through
+// which it reaches the rule tools: tests count calls through them, and the
+// native nfnetlink path (issue 7) can replace the nft exec path later.
+import { iptables, type IptablesMode } from '../net/iptables.js';
+import type { Netns } from '../net/netns.js';
+import { nft, type NftRuleset } from '../net/nft.js';
+import type { Family } from './model.js';
+
+export type Backend = 'nftables' | 'iptables';
+
+export interface DriftReport {
+  ok: boolean;
+  /** One line per difference, e.g. `missing rule: ipv4 nat ISTIO_OUTPUT -p tcp -j ACCEPT`. */
+  drift: string[];
+}
+
+export interface ApplyResult {
+  /** False when the netns already held exactly the model (nothing was written). */
+  changed: boolean;
+  /** What was written, in order (`route add ...`, `iptables-restore ipv4`, `nft transaction`). */
+  actions: string[];
+}
+
+export interface RemoveResult {
+  /** What was deleted; empty when nothing of ours was there. */
+  removed: string[];
+}
+
+/** The iptables tools as the engine uses them (default: lib/net/iptables.ts, exec inside the netns). */
+export interface IptablesRunner {
+  restore(ns: Netns, text: string, opts: { family: 4 | 6; mode?: IptablesMode }): Promise<void>;
+  saveText(ns: Netns, opts: { family: 4 | 6; mode?: IptablesMode }): Promise<string>;
+}
+
+/**
+ * How nft scripts reach a netns and how its ruleset is read back. The default
+ * spawns `nft` inside the netns; a native nfnetlink sender can take its place.
+ */
+export interface NftSender {
+  /** One atomic transaction. */
+  applyScript(ns: Netns, script: string): Promise<void>;
+  /** The whole ruleset, parsed `nft -j list ruleset`. */
+  list(ns: Netns): Promise<NftRuleset>;
+  /** nft's text listing with handles (`nft -a list ruleset`), for naming rules in drift reports. */
+  listText(ns: Netns): Promise<string>;
+}
+
+export const execIptables: IptablesRunner = {
+  restore: (ns, text, opts) => iptables.restore(ns, text, { family: opts.family, noflush: true, ...(opts.mode ? { mode: opts.mode } : {}) }),
+  saveText: (ns, opts) => iptables.saveText(ns, { family: opts.family, ...(opts.mode ? { mode: opts.mode } : {}) }),
+};
+
+export const execNft: NftSender = {
+  applyScript: (ns, script) => nft.apply(ns, script),
+  list: (ns) => nft.list(ns),
+  listText: async (ns) => {
+    const r = await ns.spawn(['nft', '-a', 'list', 'ruleset'], { env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' }, timeoutMs: 60_000 });
+    return r.code === 0 ? r.stdout : '';
+  },
+};
+
+export interface EngineOptions {
+  backend: Backend;
+  /** iptables binary variant; absent → the system's default `iptables-restore`. */
+  iptablesMode?: IptablesMode;
+  /** Seams (tests, native paths). */
+  iptables?: IptablesRunner;
+  nft?: NftSender;
+}
+
+export const famNo = (f: Family): 4 | 6 => (f === 'ipv4' ? 4 : 6);

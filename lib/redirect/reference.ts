@@ -1,0 +1,78 @@
+// What the kernel prints back for a model: the model is loaded once into a
+// scratch netns and read back with the same tools verify uses on a pod
+// (`iptables-save`, `nft -j list ruleset`). Comparing against that instead
+// of our own canonical form makes verify exact for every iptables variant
+// and nft version. Results are cached per rendered text; the scratch netns
+// is unmounted at once and lives only as long as its open fd.
+import { iptables, parseSave, type IptablesMode, type SavedTable } from '../net/iptables.js';
+import { Netns } from '../net/netns.js';
+import { nft, type NftRuleset } from '../net/nft.js';
+import { execNft } from './engine-types.js';
+import type { Family, RuleModel } from './model.js';
+import { rulesOf } from './model.js';
+
+let scratchNo = 0;
+
+/** Runs `fn` in a new netns nobody else can see (unmounted before use; gone when closed). */
+export async function withScratchNetns<T>(fn: (ns: Netns) => Promise<T>): Promise<T> {
+  const name = `pwref-${process.pid}-${++scratchNo}`;
+  const ns = await Netns.create(name);
+  try {
+    Netns.remove(name);
+    return await fn(ns);
+  } finally {
+    ns.close();
+  }
+}
+
+/** The ipsets `-m set` matches of a model need (they must exist before a restore can name them). */
+export function ipsetsOf(model: RuleModel, family: Family): string[] {
+  const names = new Set<string>();
+  for (const r of rulesOf(model, family)) for (const m of r.matches) if (m.kind === 'set') names.add(m.name);
+  return [...names];
+}
+
+const iptCache = new Map<string, Promise<SavedTable[]>>();
+const nftCache = new Map<string, Promise<NftReference>>();
+
+/** iptables-save (parsed) of a netns holding only `text` for `family`. */
+export function iptablesReference(text: string, family: Family, mode: IptablesMode | undefined, ipsets: string[]): Promise<SavedTable[]> {
+  const key = `${mode ?? 'default'}\0${family}\0${ipsets.join(',')}\0${text}`;
+  let hit = iptCache.get(key);
+  if (!hit) {
+    hit = withScratchNetns(async (ns) => {
+      if (ipsets.length > 0) {
+        const nl = await ns.netlink();
+        for (const name of ipsets) await nl.ipset.create(name, { type: 'hash:ip', family: family === 'ipv4' ? 'inet' : 'inet6', comment: true });
+      }
+      const fam = family === 'ipv4' ? 4 : 6;
+      const m = mode ? { mode } : {};
+      await iptables.restore(ns, text, { family: fam, noflush: true, ...m });
+      return parseSave(await iptables.saveText(ns, { family: fam, ...m }));
+    });
+    iptCache.set(key, hit);
+    hit.catch(() => iptCache.delete(key));
+  }
+  return hit;
+}
+
+export interface NftReference {
+  ruleset: NftRuleset;
+  /** `nft -a list ruleset` of the scratch netns. */
+  text: string;
+}
+
+/** The ruleset of a netns holding only `script`. */
+export function nftReference(script: string): Promise<NftReference> {
+  let hit = nftCache.get(script);
+  if (!hit) {
+    hit = withScratchNetns(async (ns) => {
+      await nft.apply(ns, script);
+      const [ruleset, text] = await Promise.all([nft.list(ns), execNft.listText(ns)]);
+      return { ruleset, text };
+    });
+    nftCache.set(script, hit);
+    hit.catch(() => nftCache.delete(script));
+  }
+  return hit;
+}
