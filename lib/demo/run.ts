@@ -20,6 +20,7 @@ import { mapLimit } from '../util/limit.js';
 import { ZtunnelPeer } from '../zds/peer.js';
 import { startApp } from './app.js';
 import { runChecks, type CheckResult } from './checks.js';
+import { pinNeighbours } from './neighbours.js';
 import { buildNode, createPod, describeExternal, removeNetns, type DemoNode, type DemoPod } from './topology.js';
 
 export interface DemoOptions {
@@ -100,6 +101,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoReport> {
       for (const p of podNs) p.ns.close();
       extNs.close();
     });
+    await pinNeighbours(node.node, podNs, { pod: external, ns: extNs }, ipv6);
     const apps: Server[] = await mapLimit(podNs, 16, (p) => startApp(p.ns, p.pod.name));
     onCleanup(() => { for (const a of apps) a.close(); });
     aborted(opts.signal);

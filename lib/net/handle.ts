@@ -6,6 +6,7 @@ import { native } from '../native.js';
 import { Addrs } from './addrs.js';
 import { Ipset } from './ipset.js';
 import { Links } from './links.js';
+import { Neighbours } from './neigh.js';
 import { NETLINK_NETFILTER } from './nl/nfnl.js';
 import { NETLINK_ROUTE } from './nl/rtnl.js';
 import { SocketTransport, type NlTransport } from './nl/transport.js';
@@ -17,6 +18,7 @@ export class NetHandle {
   readonly addrs: Addrs;
   readonly routes: Routes;
   readonly rules: Rules;
+  readonly neigh: Neighbours;
   /** ipset over NETLINK_NETFILTER. */
   readonly ipset: Ipset;
   private closed = false;
@@ -32,6 +34,7 @@ export class NetHandle {
     this.addrs = new Addrs(route, this.links);
     this.routes = new Routes(route, this.links);
     this.rules = new Rules(route);
+    this.neigh = new Neighbours(route, this.links);
     this.ipset = new Ipset(netfilter);
   }
 
