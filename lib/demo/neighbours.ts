@@ -23,7 +23,8 @@ async function macOf(ns: Netns, dev: string): Promise<string> {
 /**
  * Pins, for every pod: the gateway (bridge) in the pod, the pod in the node
  * and in the external client, the external client in the pod, and the next
- * pod (the demo's pod-to-pod target) in the pod. `ipv6` adds the v6 twins.
+ * and previous pods (the demo's pod-to-pod traffic and its replies) in the
+ * pod. `ipv6` adds the v6 twins.
  */
 export async function pinNeighbours(node: Netns, pods: Array<{ pod: DemoPod; ns: Netns }>, external: { pod: DemoPod; ns: Netns },
   ipv6: boolean): Promise<void> {
@@ -41,7 +42,9 @@ export async function pinNeighbours(node: Netns, pods: Array<{ pod: DemoPod; ns:
   await mapLimit(eps, 16, async (ep, i) => {
     await pin(ep.ns, 'eth0', gateway);
     await pin(ep.ns, 'eth0', ext);
+    // Pod-to-pod traffic goes to the next pod; its replies come back from there.
     await pin(ep.ns, 'eth0', eps[(i + 1) % eps.length]!);
+    await pin(ep.ns, 'eth0', eps[(i + eps.length - 1) % eps.length]!);
     await pin(node, BRIDGE, ep);
     await pin(ext.ns, 'eth0', ep);
   });

@@ -231,6 +231,16 @@ export class Netns {
     return this.#use(() => native().nsSocket(this.#fd, domain, type, proto, mark));
   }
 
+  /**
+   * Reads `/proc/net/FILE` as seen from inside this netns (e.g. `ip_tables_names`,
+   * `dev`, `snmp`). ENOENT when the file does not exist (module not loaded).
+   */
+  readProcNet(file: string): Promise<string> {
+    if (typeof file !== 'string' || !/^[a-z0-9_]+(\/[a-z0-9_]+)?$/i.test(file)) throw new TypeError(`invalid /proc/net file ${JSON.stringify(file)}`);
+    // /proc/thread-self/net is the netns of the reading thread: the job thread inside.
+    return this.#use(() => native().sysctlGet(this.#fd, `/proc/thread-self/net/${file}`));
+  }
+
   /** `/proc/sys/net/...` of this netns. */
   readonly sysctl = {
     get: (key: string): Promise<string> =>

@@ -6,6 +6,7 @@
 // never between two states. The send step goes through an NftSender, so the
 // native nfnetlink path can replace the `nft` binary later.
 import type { Netns } from '../net/netns.js';
+import { nftTableCount } from './pristine.js';
 import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft.js';
 import { execNft, type NftSender } from './engine-types.js';
 import type { RuleModel } from './model.js';
@@ -143,6 +144,8 @@ export async function diffNft(model: RuleModel, live: NftRuleset, liveText: () =
 }
 
 export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = execNft): Promise<NftState> {
+  // No nf_tables table at all (a new pod): nothing to list back.
+  if (await nftTableCount(ns) === 0) return diffNft(model, { tables: [] }, async () => '');
   return diffNft(model, await sender.list(ns), () => sender.listText(ns));
 }
 

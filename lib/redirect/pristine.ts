@@ -1,0 +1,38 @@
+// Does a netns hold any packet-filter state at all? Answered without running
+// a tool: an nf_tables table dump over the netns's netfilter socket and the
+// legacy xtables table list from /proc/net. A fresh pod netns has neither,
+// so the engine can write at once instead of exec'ing `iptables-save` or
+// `nft list` first (the read-back costs as much as the write).
+import { isNotFound } from '../net/errors.js';
+import { MsgWriter, NLM_F_DUMP, NLM_F_REQUEST } from '../net/nl/codec.js';
+import { NFPROTO_UNSPEC, nfgenmsg, nfnlType } from '../net/nl/nfnl.js';
+import type { Netns } from '../net/netns.js';
+
+const NFNL_SUBSYS_NFTABLES = 10;
+const NFT_MSG_NEWTABLE = 0;
+const NFT_MSG_GETTABLE = 1;
+
+/** Number of nf_tables tables in the netns, all families (iptables-nft's tables count too). */
+export async function nftTableCount(ns: Netns): Promise<number> {
+  const nl = await ns.netlink();
+  const msg = new MsgWriter(nfnlType(NFNL_SUBSYS_NFTABLES, NFT_MSG_GETTABLE), NLM_F_REQUEST | NLM_F_DUMP).raw(nfgenmsg(NFPROTO_UNSPEC)).finish();
+  const replies = await nl.nfnetlink.dump(msg, 'NFT_MSG_GETTABLE');
+  return replies.filter((m) => m.type === nfnlType(NFNL_SUBSYS_NFTABLES, NFT_MSG_NEWTABLE)).length;
+}
+
+/** Legacy xtables tables of a family instantiated in the netns (`/proc/net/ip{,6}_tables_names`). */
+export async function legacyTables(ns: Netns, family: 4 | 6): Promise<string[]> {
+  try {
+    const text = await ns.readProcNet(family === 4 ? 'ip_tables_names' : 'ip6_tables_names');
+    return text.split('\n').filter(Boolean);
+  } catch (err) {
+    if (isNotFound(err)) return [];  // module not loaded: no legacy tables anywhere
+    throw err;
+  }
+}
+
+/** True when neither nf_tables nor legacy xtables hold anything for these families. */
+export async function packetFilterEmpty(ns: Netns, families: Array<4 | 6>): Promise<boolean> {
+  const [nft, ...legacy] = await Promise.all([nftTableCount(ns), ...families.map((f) => legacyTables(ns, f))]);
+  return nft === 0 && legacy.every((t) => t.length === 0);
+}
