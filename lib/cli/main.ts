@@ -8,14 +8,15 @@ export interface Command {
   run(argv: string[]): Promise<number>;
 }
 
-// One line per subcommand; each module exports `command: Command`.
-const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
-  demo: () => import('./demo.js'),
-  inspect: () => import('./inspect.js'),
-  'ztunnel-sim': () => import('./ztunnel-sim.js'),
-  ipset: () => import('./ipset.js'),
-  nft: () => import('./nft.js'),
-  rules: () => import('./rules.js'),
+// One line per subcommand: its module (which exports `command: Command`) and
+// a one-line summary for `podwire --help` (kept here so help loads nothing).
+const COMMANDS: Record<string, { load: () => Promise<{ command: Command }>; summary: string }> = {
+  demo: { load: () => import('./demo.js'), summary: 'a whole mesh node on this machine, proven with real traffic' },
+  inspect: { load: () => import('./inspect.js'), summary: 'links, addresses, routes and policy rules of a netns' },
+  ipset: { load: () => import('./ipset.js'), summary: 'create, fill, list and save ipsets of a netns (netlink)' },
+  nft: { load: () => import('./nft.js'), summary: 'apply nft scripts inside a netns and list its ruleset' },
+  rules: { load: () => import('./rules.js'), summary: 'render, apply, verify or remove Istio redirection rules' },
+  'ztunnel-sim': { load: () => import('./ztunnel-sim.js'), summary: 'a ztunnel-like ZDS peer for nodes without ztunnel' },
 };
 
 function help(): string {
@@ -25,7 +26,7 @@ function help(): string {
     'Usage: podwire <command> [options]',
     '',
     'Commands:',
-    ...Object.keys(COMMANDS).sort().map((name) => `  ${name}`),
+    ...Object.entries(COMMANDS).sort(([a], [b]) => a.localeCompare(b)).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`),
     '',
     'Run `podwire <command> --help` for the options of one command.',
     'Needs Linux and root (or CAP_NET_ADMIN + CAP_SYS_ADMIN) for anything that touches a namespace.',
@@ -38,12 +39,12 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${help()}\n`);
     return 0;
   }
-  const load = COMMANDS[name];
-  if (!load) {
+  const entry = COMMANDS[name];
+  if (!entry) {
     process.stderr.write(`podwire: unknown command "${name}"\n\n${help()}\n`);
     return 2;
   }
-  const { command } = await load();
+  const { command } = await entry.load();
   if (rest.includes('--help') || rest.includes('-h')) {
     process.stdout.write(`${command.summary}\n\n${command.usage}\n`);
     return 0;
