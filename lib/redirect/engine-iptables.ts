@@ -12,7 +12,8 @@ import type { Netns } from '../net/netns.js';
 import { execIptables, famNo, type IptablesRunner } from './engine-types.js';
 import { rulesOf, type Family, type RuleModel } from './model.js';
 import { packetFilterEmpty } from './pristine.js';
-import { iptablesReference, ipsetsOf } from './reference.js';
+import { iptablesClone, iptablesReference, ipsetsOf } from './reference.js';
+import { replayNft } from '../net/nft-clone.js';
 import { iptablesRuleText, toIptablesRestore } from './render-iptables.js';
 
 const TABLES = ['filter', 'mangle', 'nat', 'raw'];
@@ -39,6 +40,8 @@ interface TablePlan {
 
 export interface FamilyState {
   family: Family;
+  /** The netns held no packet-filter state at all when read (a new pod). */
+  pristine: boolean;
   drift: string[];
   /** Something of ours is present (chains, jumps, guardrails). */
   residue: boolean;
@@ -70,7 +73,7 @@ function compare(want: string[], have: string[]): { missing: string[]; foreign: 
 
 /** Compares a family's live tables with the reference of the model. */
 export function diffFamily(family: Family, ref: SavedTable[], live: SavedTable[]): FamilyState {
-  const st: FamilyState = { family, drift: [], residue: false, tables: new Map(), staleGuards: [] };
+  const st: FamilyState = { family, pristine: false, drift: [], residue: false, tables: new Map(), staleGuards: [] };
   const names = new Set([...ref, ...live].map((t) => t.name).filter((n) => TABLES.includes(n)));
   for (const tname of [...names].sort()) {
     const refT = ref.find((t) => t.name === tname);
@@ -132,7 +135,7 @@ export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOp
       iptablesReference(toIptablesRestore(model, family), family, opts.mode, ipsetsOf(model, family)),
       empty ? '' : runner.saveText(ns, { family: famNo(family), ...m }),
     ]);
-    return diffFamily(family, ref, parseSave(liveText));
+    return { ...diffFamily(family, ref, parseSave(liveText)), pristine: empty };
   }));
 }
 
@@ -165,6 +168,16 @@ export async function applyIptables(ns: Netns, model: RuleModel, states: FamilyS
   const m = opts.mode ? { mode: opts.mode } : {};
   const actions: string[] = [];
   const todo = states.filter((s) => s.drift.length > 0);
+  // A netns with no packet-filter state at all (a new pod): replay the rules
+  // iptables-nft-restore wrote into a scratch netns, every family in one
+  // atomic nf_tables transaction (the same objects, without two execs).
+  if (todo.length > 0 && states.every((s) => s.pristine) && !opts.runner) {
+    const clone = await iptablesClone(model, opts.mode);
+    if (clone) {
+      await replayNft(ns, clone);
+      return [`nf_tables batch (iptables-nft rules, ${states.map((s) => s.family).join('+')})`];
+    }
+  }
   // A netns without any residue of ours: Istio's own restore text.
   for (const st of todo.filter((s) => !s.residue)) {
     await runner.restore(ns, toIptablesRestore(model, st.family), { family: famNo(st.family), ...m });

@@ -5,11 +5,14 @@
 // and nft version. Results are cached per rendered text; the scratch netns
 // is unmounted at once and lives only as long as its open fd.
 import { iptables, parseSave, type IptablesMode, type SavedTable } from '../net/iptables.js';
+import { captureNft, type NftClone } from '../net/nft-clone.js';
 import { Netns } from '../net/netns.js';
 import { nft, type NftRuleset } from '../net/nft.js';
 import { execNft } from './engine-types.js';
 import type { Family, RuleModel } from './model.js';
 import { rulesOf } from './model.js';
+import { nftTableCount } from './pristine.js';
+import { toIptablesRestore } from './render-iptables.js';
 
 let scratchNo = 0;
 
@@ -73,6 +76,34 @@ export function nftReference(script: string): Promise<NftReference> {
     });
     nftCache.set(script, hit);
     hit.catch(() => nftCache.delete(script));
+  }
+  return hit;
+}
+
+const cloneCache = new Map<string, Promise<NftClone | undefined>>();
+
+/**
+ * The model's iptables rules for all its families as one replayable
+ * nf_tables batch: restored with the real `iptables-restore` in a scratch
+ * netns, then captured over netlink. Undefined when that iptables writes
+ * legacy xtables (nothing to capture) or the model needs ipsets (xt `set`
+ * matches carry the set's per-netns index, so they cannot be copied).
+ */
+export function iptablesClone(model: RuleModel, mode: IptablesMode | undefined): Promise<NftClone | undefined> {
+  if (mode === 'legacy' || model.families.some((f) => ipsetsOf(model, f).length > 0)) return Promise.resolve(undefined);
+  const texts = model.families.map((f) => toIptablesRestore(model, f));
+  const key = `${mode ?? 'default'}\0${model.families.join(',')}\0${texts.join('\0')}`;
+  let hit = cloneCache.get(key);
+  if (!hit) {
+    hit = withScratchNetns(async (ns) => {
+      const m = mode ? { mode } : {};
+      for (const [i, family] of model.families.entries()) {
+        await iptables.restore(ns, texts[i]!, { family: family === 'ipv4' ? 4 : 6, noflush: true, ...m });
+      }
+      return (await nftTableCount(ns)) === 0 ? undefined : captureNft(ns);
+    });
+    cloneCache.set(key, hit);
+    hit.catch(() => cloneCache.delete(key));
   }
   return hit;
 }
