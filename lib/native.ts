@@ -68,6 +68,8 @@ export interface NativeBinding {
   nsRemove(path: string): void;
   sysctlGet(nsFd: number, path: string): Promise<string>;
   sysctlSet(nsFd: number, path: string, value: string): Promise<void>;
+  /** Reads several files inside the netns in one job; null for a missing file. */
+  readFiles(nsFd: number, paths: string[]): Promise<Array<string | null>>;
   spawn(nsFd: number, argv: string[], env: string[], cwd: string | null, stdin: Buffer | null,
         timeoutMs: number): Promise<NativeSpawnResult>;
   nlOpen(protocol: number, nsFd: number): Promise<NativeNlSocket>;

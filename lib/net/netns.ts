@@ -57,6 +57,12 @@ function sysctlPath(key: unknown): string {
   return `/proc/sys/${parts.join('/')}`;
 }
 
+// /proc/thread-self/net is the netns of the reading thread: the job thread inside.
+function procNetPath(file: unknown): string {
+  if (typeof file !== 'string' || !/^[a-z0-9_]+(\/[a-z0-9_]+)?$/i.test(file)) throw new TypeError(`invalid /proc/net file ${JSON.stringify(file)}`);
+  return `/proc/thread-self/net/${file}`;
+}
+
 /** Resolves argv[0] against PATH as execvp would (the child's PATH, else ours). */
 function resolveProgram(file: string, env: Record<string, string | undefined>): string {
   if (file.includes('/')) return file;
@@ -236,9 +242,20 @@ export class Netns {
    * `dev`, `snmp`). ENOENT when the file does not exist (module not loaded).
    */
   readProcNet(file: string): Promise<string> {
-    if (typeof file !== 'string' || !/^[a-z0-9_]+(\/[a-z0-9_]+)?$/i.test(file)) throw new TypeError(`invalid /proc/net file ${JSON.stringify(file)}`);
-    // /proc/thread-self/net is the netns of the reading thread: the job thread inside.
-    return this.#use(() => native().sysctlGet(this.#fd, `/proc/thread-self/net/${file}`));
+    return this.#use(() => native().sysctlGet(this.#fd, procNetPath(file)));
+  }
+
+  /**
+   * Reads several `/proc/net/FILE` and `/proc/sys/net/...` entries of this netns
+   * at once (one switch into the netns): `{ procNet: [...], sysctl: [...] }` in,
+   * the values in the same order out, `undefined` for a missing one.
+   */
+  async readMany(req: { procNet?: string[]; sysctl?: string[] }): Promise<{ procNet: Array<string | undefined>; sysctl: Array<string | undefined> }> {
+    const procNet = (req.procNet ?? []).map(procNetPath);
+    const sysctl = (req.sysctl ?? []).map(sysctlPath);
+    const values = await this.#use(() => native().readFiles(this.#fd, [...procNet, ...sysctl]));
+    const v = values.map((x) => (x === null ? undefined : x));
+    return { procNet: v.slice(0, procNet.length), sysctl: v.slice(procNet.length).map((x) => x?.trim()) };
   }
 
   /** `/proc/sys/net/...` of this netns. */

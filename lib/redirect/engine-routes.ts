@@ -15,13 +15,9 @@ const hex = (n: number) => `0x${n.toString(16)}`;
 
 /** Is IPv6 usable in this netns (`net.ipv6.conf.{all,lo}.disable_ipv6` ≠ 1, IPv6 present)? */
 export async function ipv6Enabled(ns: Netns): Promise<boolean> {
-  try {
-    const keys = ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.lo.disable_ipv6'];
-    return (await Promise.all(keys.map((k) => ns.sysctl.get(k)))).every((v) => v !== '1');
-  } catch (err) {
-    if (isNotFound(err)) return false;   // no /proc/sys/net/ipv6: IPv6 is off in the kernel
-    throw err;
-  }
+  // One switch into the netns for both; missing = no /proc/sys/net/ipv6 (IPv6 off in the kernel).
+  const { sysctl } = await ns.readMany({ sysctl: ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.lo.disable_ipv6'] });
+  return sysctl.every((v) => v !== undefined && v !== '1');
 }
 
 export const routeText = (r: RouteSpec) => `${r.family} ${r.type} ${parsePrefix(r.dst).prefixLen === 0 ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;

@@ -3,7 +3,6 @@
 // legacy xtables table list from /proc/net. A fresh pod netns has neither,
 // so the engine can write at once instead of exec'ing `iptables-save` or
 // `nft list` first (the read-back costs as much as the write).
-import { isNotFound } from '../net/errors.js';
 import { MsgWriter, NLM_F_DUMP, NLM_F_REQUEST } from '../net/nl/codec.js';
 import { NFPROTO_UNSPEC, nfgenmsg, nfnlType } from '../net/nl/nfnl.js';
 import type { Netns } from '../net/netns.js';
@@ -20,19 +19,15 @@ export async function nftTableCount(ns: Netns): Promise<number> {
   return replies.filter((m) => m.type === nfnlType(NFNL_SUBSYS_NFTABLES, NFT_MSG_NEWTABLE)).length;
 }
 
-/** Legacy xtables tables of a family instantiated in the netns (`/proc/net/ip{,6}_tables_names`). */
-export async function legacyTables(ns: Netns, family: 4 | 6): Promise<string[]> {
-  try {
-    const text = await ns.readProcNet(family === 4 ? 'ip_tables_names' : 'ip6_tables_names');
-    return text.split('\n').filter(Boolean);
-  } catch (err) {
-    if (isNotFound(err)) return [];  // module not loaded: no legacy tables anywhere
-    throw err;
-  }
+/** Legacy xtables tables instantiated in the netns, per family (`/proc/net/ip{,6}_tables_names`). */
+export async function legacyTables(ns: Netns, families: Array<4 | 6>): Promise<string[][]> {
+  // A missing file means the module is not loaded: no legacy tables anywhere.
+  const { procNet } = await ns.readMany({ procNet: families.map((f) => (f === 4 ? 'ip_tables_names' : 'ip6_tables_names')) });
+  return procNet.map((text) => (text ?? '').split('\n').filter(Boolean));
 }
 
 /** True when neither nf_tables nor legacy xtables hold anything for these families. */
 export async function packetFilterEmpty(ns: Netns, families: Array<4 | 6>): Promise<boolean> {
-  const [nft, ...legacy] = await Promise.all([nftTableCount(ns), ...families.map((f) => legacyTables(ns, f))]);
+  const [nft, legacy] = await Promise.all([nftTableCount(ns), legacyTables(ns, families)]);
   return nft === 0 && legacy.every((t) => t.length === 0);
 }

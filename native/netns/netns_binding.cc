@@ -115,6 +115,43 @@ Napi::Value SysctlSet(const Napi::CallbackInfo& info) {
       [](Napi::Env env, S&) { return env.Undefined(); });
 }
 
+std::vector<std::string> Strings(const Napi::Array& a);
+
+// readFiles(fd, paths) → Promise<Array<string | null>>: several files read
+// inside the netns by one job thread (one switch); a missing file is null.
+Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
+  struct S {
+    int fd;
+    std::vector<std::string> paths;
+    std::vector<std::string> out;
+    std::vector<bool> missing;
+  };
+  auto st = std::make_shared<S>();
+  st->fd = info[0].As<Napi::Number>().Int32Value();
+  st->paths = Strings(info[1].As<Napi::Array>());
+  return RunJob<S>(
+      info.Env(), st,
+      [](S& s) {
+        bool restored;
+        return netns::RunInNetns(s.fd, [&] {
+          for (const auto& p : s.paths) {
+            std::string v;
+            ErrorInfo e = netns::ReadFile(p, &v);
+            if (e.failed() && e.err != ENOENT) return e;
+            s.out.push_back(std::move(v));
+            s.missing.push_back(e.failed());
+          }
+          return ErrorInfo{};
+        }, &restored);
+      },
+      [](Napi::Env env, S& s) -> Napi::Value {
+        Napi::Array a = Napi::Array::New(env, s.out.size());
+        for (size_t i = 0; i < s.out.size(); ++i)
+          a.Set(static_cast<uint32_t>(i), s.missing[i] ? env.Null() : Napi::String::New(env, s.out[i]).As<Napi::Value>());
+        return a;
+      });
+}
+
 std::vector<std::string> Strings(const Napi::Array& a) {
   std::vector<std::string> out;
   for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(a.Get(i).As<Napi::String>().Utf8Value());
@@ -289,6 +326,7 @@ void RegisterNetns(Napi::Env env, Napi::Object exports) {
   exports.Set("nsRemove", Napi::Function::New<NsRemove>(env, "nsRemove"));
   exports.Set("sysctlGet", Napi::Function::New<SysctlGet>(env, "sysctlGet"));
   exports.Set("sysctlSet", Napi::Function::New<SysctlSet>(env, "sysctlSet"));
+  exports.Set("readFiles", Napi::Function::New<ReadFiles>(env, "readFiles"));
   exports.Set("spawn", Napi::Function::New<Spawn>(env, "spawn"));
   exports.Set("nlOpen", Napi::Function::New<NlOpen>(env, "nlOpen"));
   exports.Set("nlOpenSync", Napi::Function::New<NlOpenSync>(env, "nlOpenSync"));

@@ -104,6 +104,11 @@ describe.skipIf(!privileged())('Netns', () => {
     expect(await a.sysctl.get('net.ipv4.ip_forward')).toBe('1');
     expect(await b.sysctl.get('net/ipv4/ip_forward')).toBe('0');
     expect((await a.spawn(['cat', '/proc/sys/net/ipv4/ip_forward'])).stdout.trim()).toBe('1');
+    const many = await a.readMany({ procNet: ['dev', 'no_such_file'], sysctl: ['net.ipv4.ip_forward', 'net.ipv4.no_such_key'] });
+    expect(many.procNet[0]).toContain('lo:');
+    expect(many.procNet[1]).toBeUndefined();
+    expect(many.sysctl).toEqual(['1', undefined]);
+    await expect(async () => a.readMany({ procNet: ['../x'] })).rejects.toThrow(TypeError);
     await expect(a.sysctl.get('kernel.hostname')).rejects.toThrow(TypeError);
     await expect(a.sysctl.get('net.ipv4..x')).rejects.toThrow(TypeError);
     await expect(a.sysctl.get('net.ipv4.no_such_key')).rejects.toMatchObject({ code: 'ENOENT' });
