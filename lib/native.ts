@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NetError } from './net/errors.js';
+import type { NftCommand, NftObject } from './net/nft-ir.js';
 
 export interface NativeNsId {
   dev: number;
@@ -84,6 +85,18 @@ export interface NativeBinding {
   /** Opens inet sockets inside the netns (-1: this one) on a job thread; null for a skipped optional spec. */
   inetOpen(nsFd: number, specs: NativeInetSpec[]): Promise<Array<{ fd: number | null; transparent: boolean }>>;
   inetOriginalDst(fd: number): { family: 4 | 6; address: string; port: number; redirected: boolean };
+  /**
+   * One nfnetlink batch for the commands; msgCommand[i] = command index of message i (-1: begin/end).
+   * ackEach false: only the last command asks for an ACK (nfnetlink replies in order); errors still name their message.
+   * An invalid command throws TypeError with code 'NFT_ENCODE'.
+   */
+  nftEncode(commands: NftCommand[], opts?: { ackEach?: boolean }): { batch: Buffer; msgCommand: Int32Array };
+  /** nf_tables messages (a batch or dump replies) as objects; RangeError on broken framing. */
+  nftDecode(messages: Buffer): NftObject[];
+  /** One NLM_F_DUMP request for NFT_MSG_GET* (table/set filter where it applies). */
+  nftDumpRequest(msg: number, family: number, table?: string, set?: string): Buffer;
+  /** Creates several netlink sockets inside the netns in one job (one thread, one setns). */
+  nlOpenMany(nsFd: number, protocols: number[]): Promise<NativeNlSocket[]>;
 }
 
 // The package root: the nearest directory above this module whose

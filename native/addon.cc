@@ -5,6 +5,7 @@
 
 #include "common/addon.h"
 #include "netns/netns_binding.h"
+#include "nft/nft_binding.h"
 #include "nl/nl_socket.h"
 #include "unixsock/unixsock_binding.h"
 
@@ -33,6 +34,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("platformSupported", Napi::Boolean::New(env, true));
   RegisterNetns(env, exports);
   RegisterUnixsock(env, exports);
+  RegisterNft(env, exports);
   return exports;
 }
 

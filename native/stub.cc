@@ -15,7 +15,8 @@ Napi::Value NotSupported(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "sysctlGet", "sysctlSet", "readFiles",
                            "spawn", "nlOpen", "nlOpenSync", "counters", "nsSocket", "NlSocket",
-                           "UnixSocket", "unixListen", "unixConnect", "unixPair", "fdDup", "inetOpen", "inetOriginalDst"})
+                           "UnixSocket", "unixListen", "unixConnect", "unixPair", "fdDup", "inetOpen", "inetOriginalDst",
+                           "nftEncode", "nftDecode", "nftDumpRequest", "nlOpenMany"})
     exports.Set(name, Napi::Function::New<NotSupported>(env, name));
   exports.Set("platformSupported", Napi::Boolean::New(env, false));
   return exports;

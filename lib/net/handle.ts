@@ -40,13 +40,11 @@ export class NetHandle {
 
   /** Opens the sockets inside the netns whose fd is given (-1: this process's netns). */
   static async open(key: string, nsFd: number): Promise<NetHandle> {
-    const [route, nf] = await Promise.allSettled([native().nlOpen(NETLINK_ROUTE, nsFd), native().nlOpen(NETLINK_NETFILTER, nsFd)]);
-    if (route.status === 'rejected' || nf.status === 'rejected') {
-      if (route.status === 'fulfilled') route.value.close();
-      if (nf.status === 'fulfilled') nf.value.close();
-      throw route.status === 'rejected' ? route.reason : (nf as PromiseRejectedResult).reason;
-    }
-    return new NetHandle(key, new SocketTransport(route.value), new SocketTransport(nf.value));
+    // Both sockets from one job: one thread and one setns round trip (a job
+    // thread costs ~100 µs here, most of a handle open). On failure the
+    // native side closes whatever it had created.
+    const [route, nf] = await native().nlOpenMany(nsFd, [NETLINK_ROUTE, NETLINK_NETFILTER]);
+    return new NetHandle(key, new SocketTransport(route!), new SocketTransport(nf!));
   }
 
   /** The NETLINK_NETFILTER transport, for nf_tables batches and dumps (lib/net/nft-compile.ts). */

@@ -75,7 +75,7 @@ NlSocket::NlSocket(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NlSocket>(
   env_ = info.Env();
   fd_.reset(info[0].As<Napi::Number>().Int32Value());
   protocol_ = info[1].As<Napi::Number>().Int32Value();
-  rxbuf_.resize(1 << 18);
+  rxbuf_.reset(new uint8_t[kRxBufSize]);
 }
 
 NlSocket::~NlSocket() {
@@ -161,12 +161,16 @@ NlSocket::Pending* NlSocket::Submit(Napi::Env env, const Napi::CallbackInfo& inf
     (void)end;
   }
   if (!raw->done) Drain(env);
+  // nfnetlink processes a batch inside sendmsg, so every reply is queued by
+  // now. A batch rejected as a whole (no CAP_NET_ADMIN, a bad BATCH_BEGIN)
+  // answers only its first message: waiting for the ACKs would hang.
+  if (atomic && !raw->done && raw->err.failed()) raw->done = true;
   return raw;
 }
 
 void NlSocket::Drain(Napi::Env) {
   for (;;) {
-    iovec iov{rxbuf_.data(), rxbuf_.size()};
+    iovec iov{rxbuf_.get(), kRxBufSize};
     sockaddr_nl from{};
     msghdr mh{};
     mh.msg_name = &from;
@@ -187,8 +191,8 @@ void NlSocket::Drain(Napi::Env) {
     }
     if (from.nl_pid != 0) continue;  // only the kernel talks to us
     std::vector<nl::MsgSpan> spans;
-    nl::Split(rxbuf_.data(), static_cast<size_t>(n), &spans);
-    for (const auto& m : spans) Dispatch(rxbuf_.data() + m.offset, m.length);
+    nl::Split(rxbuf_.get(), static_cast<size_t>(n), &spans);
+    for (const auto& m : spans) Dispatch(rxbuf_.get() + m.offset, m.length);
     // Nobody waits any more: skip the recvmsg that would only say EAGAIN.
     // Anything unsolicited stays queued and is read (and ignored) next time.
     bool waiting = false;
