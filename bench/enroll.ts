@@ -15,7 +15,8 @@ import type { Netns } from '../lib/net/netns.js';
 import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
 import { inpodRules } from '../lib/redirect/inpod.js';
 import { toIptablesRestore } from '../lib/redirect/render-iptables.js';
-import { ZtunnelPeer } from '../lib/zds/peer.js';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { writeResults, type Series } from './lib/report.js';
 
 const SCALES = (process.argv[2] ?? process.env.SCALES ?? '100,500,1000').split(',').map(Number);
@@ -58,12 +59,17 @@ async function measure(path: PathDef, scale: number): Promise<{ samples: number[
   const sock = `/tmp/pwt-bench-${process.pid}.sock`;
   let dp: Dataplane | undefined;
   const ztunnel = new ZdsZtunnel({ path: sock }, () => dp?.snapshot() ?? []).listen();
-  const peer = new ZtunnelPeer({ path: sock, listeners: false }).start();
+  // ztunnel is its own process on a real node: the peer runs in a child, protocol only.
+  const cli = fileURLToPath(new URL('../../bin/podwire.js', import.meta.url));
+  const peer = spawn(process.execPath, [cli, 'ztunnel-sim', '--socket', sock, '--no-listeners'], { stdio: 'ignore' });
   try {
     const probes = await path.probes(node.node);
     dp = new Dataplane({ rules: path.rules(), ztunnel, probes });
     await dp.start();
-    await peer.waitFor((p) => p.snapshotReceived, 10_000);
+    for (let t = 0; ztunnel.server.connections().every((c) => c.state !== 'ready'); t++) {
+      if (t > 1000) throw new Error('ztunnel-sim did not connect');
+      await new Promise((r) => setTimeout(r, 10));
+    }
     global.gc?.();
     const samples: number[] = [];
     for (const p of node.pods) {
@@ -74,7 +80,7 @@ async function measure(path: PathDef, scale: number): Promise<{ samples: number[
     const mem = process.memoryUsage();
     return { samples, rssMb: Math.round(mem.rss / 1e5) / 10, heapMb: Math.round(mem.heapUsed / 1e5) / 10 };
   } finally {
-    await peer.stop();
+    peer.kill();
     await dp?.close();
     await ztunnel.close();
     await node.teardown();

@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Runtime tools podwire drives or tests against, and the native toolchain.
+# Runtime tools podwire drives or tests against, and the native toolchain
+# (clang: the libFuzzer target that npm test runs for a bounded time).
 packages=(iproute2 iptables ipset nftables containernetworking-plugins util-linux procps
-          build-essential python3 make g++ cmake pkg-config)
+          build-essential python3 make g++ cmake pkg-config clang)
 
 missing=()
 for p in "${packages[@]}"; do

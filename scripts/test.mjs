@@ -63,6 +63,21 @@ for (const m of counts) {
 }
 if (ctest.status !== 0 && !counts.some((m) => Number(m[2]) > 0)) failed++;
 
+// 5. The nf_tables encoder/decoder fuzz target, for a bounded time (clang + libFuzzer + ASan).
+const fuzzSeconds = process.env.PODWIRE_FUZZ_SECONDS ?? '20';
+if (fuzzSeconds !== '0') {
+  const hasClang = spawnSync('sh', ['-c', 'command -v clang++'], { stdio: 'ignore' }).status === 0;
+  if (!hasClang) {
+    console.log('> fuzz: clang++ not found' + (process.env.CI === 'true' ? ' (CI: counted as a failure)' : ' (skipped)'));
+    if (process.env.CI === 'true') failed++;
+  } else {
+    console.log(`> fuzzing the nft encoder/decoder for ${fuzzSeconds}s`);
+    const fuzz = run('bash', [join(root, 'scripts/fuzz.sh'), fuzzSeconds]);
+    if (fuzz.status === 0) passed++;
+    else failed++;
+  }
+}
+
 const line = `${passed} passed, ${failed} failed`;
 writeFileSync(join(root, '.test-summary'), `${line}\n`);
 console.log(line);

@@ -2,28 +2,40 @@
 // `istio-inpod-probes-v4` (ipv4_addr) and `-v6` (ipv6_addr) in table
 // `inet istio-ambient-nat` of the host (node) netns, elements = pod IP with
 // the pod UID as comment.
-import { parseIp } from '../net/ip.js';
+import { isNotFound } from '../net/errors.js';
+import { formatIp, parseIp } from '../net/ip.js';
+import { listSetElems, NFPROTO_INET, sendSetElems, type SetElemOp } from '../net/nft-setelem.js';
 import type { Netns } from '../net/netns.js';
 import { nft, Transaction } from '../net/nft.js';
+import { compile, send } from '../net/nft-compile.js';
 import type { ProbeEntry, ProbeSet } from './types.js';
 import { PROBE_SET_V4, PROBE_SET_V6 } from './probe-set-ipset.js';
 
 export const NFT_PROBE_TABLE = { family: 'inet', name: 'istio-ambient-nat' } as const;
 const SET_COMMENT = 'UUID of the pods that are part of ambient mesh';
 
-/** Runs an nft script in a netns: `nft -f` by default; the native path can be plugged in. */
+/** Runs an nft transaction in a netns. */
 export type NftRunner = (ns: Netns, tx: Transaction) => Promise<void>;
-const execRunner: NftRunner = (ns, tx) => nft.apply(ns, tx);
+/** Default: compiled to one nfnetlink batch and sent natively (nft -f only as the reported fallback). */
+export const nativeRunner: NftRunner = async (ns, tx) => {
+  await send(ns, compile(tx));
+};
+export const execRunner: NftRunner = (ns, tx) => nft.apply(ns, tx);
 
 export class NftProbeSet implements ProbeSet {
-  constructor(private readonly host: Netns, private readonly ipv6: boolean, private readonly run: NftRunner = execRunner) {}
+  constructor(private readonly host: Netns, private readonly ipv6: boolean, private readonly run: NftRunner = nativeRunner) {}
 
-  private setFor(ip: string): string | undefined {
-    const fam = parseIp(ip).family;
-    if (fam === 6 && !this.ipv6) return undefined;
-    return fam === 4 ? PROBE_SET_V4 : PROBE_SET_V6;
+  private setFor(ip: string): { set: string; key: Buffer } | undefined {
+    const { family, bytes } = parseIp(ip);
+    if (family === 6 && !this.ipv6) return undefined;  // upstream ignores v6 IPs without IPv6
+    return { set: family === 4 ? PROBE_SET_V4 : PROBE_SET_V6, key: bytes };
   }
 
+  private async nf() {
+    return (await this.host.netlink()).nfnetlink;
+  }
+
+  /** Creates the table and the sets if missing (the host rule goes in the same table). */
   async ensure(): Promise<void> {
     const tx = new Transaction().addTable(NFT_PROBE_TABLE);
     tx.addSet(NFT_PROBE_TABLE, PROBE_SET_V4, { type: 'ipv4_addr', comment: SET_COMMENT });
@@ -32,44 +44,44 @@ export class NftProbeSet implements ProbeSet {
   }
 
   async upsert(ips: string[], uid: string): Promise<void> {
-    const tx = new Transaction();
+    const ops: SetElemOp[] = [];
     for (const ip of ips) {
-      const set = this.setFor(ip);
-      if (!set) continue;
-      // add (no-op if present) + delete + add: replaces the comment atomically.
-      tx.addElement(NFT_PROBE_TABLE, set, ip).deleteElement(NFT_PROBE_TABLE, set, ip)
-        .addElement(NFT_PROBE_TABLE, set, { key: ip, comment: uid });
+      const t = this.setFor(ip);
+      // add (no-op if present) + delete + add with the comment: replaces the comment atomically.
+      if (t) ops.push({ op: 'add', ...t }, { op: 'delete', ...t }, { op: 'add', ...t, comment: uid });
     }
-    if (tx.toString()) await this.run(this.host, tx);
+    await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, ops);
   }
 
   async removeOwned(ips: string[], uid: string): Promise<{ removed: string[]; foreign: ProbeEntry[] }> {
     const current = await this.list();
     const removed: string[] = [];
     const foreign: ProbeEntry[] = [];
-    const tx = new Transaction();
+    const ops: SetElemOp[] = [];
     for (const ip of ips) {
-      const entry = current.find((e) => e.ip === ip);
-      const set = this.setFor(ip);
-      if (!entry || !set) continue;
+      const canon = formatIp(parseIp(ip).bytes);
+      const entry = current.find((e) => e.ip === canon);
+      const t = this.setFor(ip);
+      if (!entry || !t) continue;
       if (entry.uid !== uid) {
         foreign.push(entry);
         continue;
       }
-      tx.deleteElement(NFT_PROBE_TABLE, set, ip);
+      ops.push({ op: 'delete', ...t });
       removed.push(ip);
     }
-    if (removed.length) await this.run(this.host, tx);
+    await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, ops);
     return { removed, foreign };
   }
 
   async list(): Promise<ProbeEntry[]> {
-    const rs = await nft.list(this.host, { table: NFT_PROBE_TABLE });
+    const nf = await this.nf();
     const out: ProbeEntry[] = [];
-    for (const t of rs.tables) {
-      for (const s of t.sets ?? []) {
-        if (s.name !== PROBE_SET_V4 && s.name !== PROBE_SET_V6) continue;
-        for (const e of s.elements) out.push({ ip: e.key, uid: e.comment ?? '' });
+    for (const set of this.ipv6 ? [PROBE_SET_V4, PROBE_SET_V6] : [PROBE_SET_V4]) {
+      try {
+        for (const e of await listSetElems(nf, NFPROTO_INET, NFT_PROBE_TABLE.name, set)) out.push({ ip: formatIp(e.key), uid: e.comment ?? '' });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
       }
     }
     return out;
@@ -77,10 +89,7 @@ export class NftProbeSet implements ProbeSet {
 
   async prune(keep: ReadonlySet<string>): Promise<string[]> {
     const stale = (await this.list()).filter((e) => !keep.has(e.ip));
-    if (stale.length === 0) return [];
-    const tx = new Transaction();
-    for (const e of stale) tx.deleteElement(NFT_PROBE_TABLE, this.setFor(e.ip)!, e.ip);
-    await this.run(this.host, tx);
+    await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, stale.map((e) => ({ op: 'delete' as const, ...this.setFor(e.ip)! })));
     return stale.map((e) => e.ip);
   }
 

@@ -108,15 +108,16 @@ export class Routes {
 
   /**
    * Routes of one table (`main` when omitted; `'all'` for every table), optionally one family.
-   * Equivalent to: `ip [-4|-6] route show table T`.
+   * `names: false` leaves `dev` out (saves a link dump). Equivalent to: `ip [-4|-6] route show table T`.
    */
-  async list(filter: { table?: RouteSpec['table'] | 'all'; family?: Family } = {}): Promise<Route[]> {
+  async list(filter: { table?: RouteSpec['table'] | 'all'; family?: Family; names?: boolean } = {}): Promise<Route[]> {
     if (filter.family !== undefined && filter.family !== 4 && filter.family !== 6) throw new RangeError('family must be 4 or 6');
     const table = tableId(filter.table);
     const af = filter.family ? afOf(filter.family) : 0;
     const w = new MsgWriter(RTM.GETROUTE, NLM_F_REQUEST | NLM_F_DUMP).raw(rtmsg(af, 0, 0, 0, 0, 0));
     if (table) w.u32(RTA.TABLE, table);  // strict dump: the kernel filters by table
-    const [replies, links] = await Promise.all([this.t.dump(w.finish(), 'RTM_GETROUTE'), this.links.list()]);
+    // `names: false` skips the link dump that fills in `dev` (ifindex only).
+    const [replies, links] = await Promise.all([this.t.dump(w.finish(), 'RTM_GETROUTE'), filter.names === false ? [] : this.links.list()]);
     const names = new Map(links.map((l) => [l.index, l.name]));
     const out: Route[] = [];
     for (const m of replies) {

@@ -94,18 +94,17 @@ export class Rules {
 
   /** Rules of one or both families. Equivalent to: `ip [-4|-6] rule show`. */
   async list(filter: { family?: Family } = {}): Promise<Rule[]> {
-    const families: Family[] = filter.family ? [filter.family] : [4, 6];
+    if (filter.family !== undefined && filter.family !== 4 && filter.family !== 6) throw new RangeError('family must be 4 or 6');
+    // AF_UNSPEC dumps every family in one request.
+    const msg = new MsgWriter(RTM.GETRULE, NLM_F_REQUEST | NLM_F_DUMP).raw(hdr(filter.family ? afOf(filter.family) : 0, 0, 0, 0, 0, 0)).finish();
     const out: Rule[] = [];
-    for (const f of families) {
-      if (f !== 4 && f !== 6) throw new RangeError('family must be 4 or 6');
-      const msg = new MsgWriter(RTM.GETRULE, NLM_F_REQUEST | NLM_F_DUMP).raw(hdr(afOf(f), 0, 0, 0, 0, 0)).finish();
-      for (const m of await this.t.dump(msg, 'RTM_GETRULE')) {
-        if (m.type !== RTM.NEWRULE) continue;
-        const r = parseRule(m.body);
-        if (r) out.push(r);
-      }
+    for (const m of await this.t.dump(msg, 'RTM_GETRULE')) {
+      if (m.type !== RTM.NEWRULE) continue;
+      const r = parseRule(m.body);
+      if (r && (!filter.family || r.family === filter.family)) out.push(r);
     }
-    return out;
+    // Same order as `ip rule` lists them per family: IPv4 first.
+    return out.sort((a, b) => a.family - b.family);
   }
 
   /**

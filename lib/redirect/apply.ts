@@ -9,11 +9,12 @@ import type { Netns } from '../net/netns.js';
 import { applyIptables, readIptables, removeIptables } from './engine-iptables.js';
 import { applyNft, readNft, removeNft } from './engine-nft.js';
 import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
-import { execNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
+import { readFacts } from './pristine.js';
+import { nativeNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
 import type { RuleModel } from './model.js';
 
 export type { ApplyResult, Backend, DriftReport, EngineOptions, IptablesRunner, NftSender, RemoveResult } from './engine-types.js';
-export { execIptables, execNft } from './engine-types.js';
+export { execIptables, execNft, nativeNft } from './engine-types.js';
 
 const BACKENDS: readonly Backend[] = ['nftables', 'iptables'];
 
@@ -57,11 +58,12 @@ export function apply(ns: Netns, model: RuleModel, opts: EngineOptions): Promise
   check(ns, model);
   checkOpts(opts, true);
   return serialised(ns, async () => {
-    // Both reads at once; then routing is written before any rule.
-    const sender = opts.nft ?? execNft;
+    // Both reads at once, sharing one look into the netns; then routing is written before any rule.
+    const sender = opts.nft ?? nativeNft;
+    const facts = readFacts(ns);
     const [routing, rules] = await Promise.all([
-      diffRouting(ns, model),
-      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts)) : readNft(ns, model, sender),
+      diffRouting(ns, model, facts),
+      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts), facts) : readNft(ns, model, sender),
     ]);
     const actions = await applyRouting(ns, routing);
     if (opts.backend === 'iptables') {
@@ -75,7 +77,7 @@ export function apply(ns: Netns, model: RuleModel, opts: EngineOptions): Promise
 
 /** Which backend holds the model's rules here: nftables when one of its tables exists, else iptables. */
 async function detect(ns: Netns, model: RuleModel, opts: Partial<EngineOptions>): Promise<Backend> {
-  const rs = await (opts.nft ?? execNft).list(ns);
+  const rs = await (opts.nft ?? nativeNft).list(ns);
   return model.tables.some((t) => rs.tables.some((x) => x.family === 'inet' && x.name === t.nft)) ? 'nftables' : 'iptables';
 }
 
@@ -93,7 +95,7 @@ export function verify(ns: Netns, model: RuleModel, opts: Partial<EngineOptions>
     if (backend === 'iptables') {
       for (const st of await readIptables(ns, model, ipt(opts))) drift.push(...st.drift);
     } else {
-      drift.push(...(await readNft(ns, model, opts.nft ?? execNft)).drift);
+      drift.push(...(await readNft(ns, model, opts.nft ?? nativeNft)).drift);
     }
     return { ok: drift.length === 0, drift };
   });
@@ -114,7 +116,7 @@ export function remove(ns: Netns, model: RuleModel, opts: EngineOptions): Promis
       if (opts.backend === 'iptables') {
         removed.push(...await removeIptables(ns, await readIptables(ns, model, ipt(opts)), ipt(opts)));
       } else {
-        const sender = opts.nft ?? execNft;
+        const sender = opts.nft ?? nativeNft;
         removed.push(...await removeNft(ns, model, await readNft(ns, model, sender), sender));
       }
     } catch (err) {

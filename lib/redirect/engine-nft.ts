@@ -8,7 +8,7 @@
 import type { Netns } from '../net/netns.js';
 import { nftTableCount } from './pristine.js';
 import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft.js';
-import { execNft, type NftSender } from './engine-types.js';
+import { nativeNft, type NftSender } from './engine-types.js';
 import type { RuleModel } from './model.js';
 import { nftReference } from './reference.js';
 import { toNft } from './render-nft.js';
@@ -31,7 +31,19 @@ export interface NftState {
 }
 
 /** The script the engine sends: the rendered rules, plus the sets a host rule names (created empty if missing). */
+// Models are immutable and reused per configuration: render each once.
+const scripts = new WeakMap<RuleModel, string>();
+
 export function engineScript(model: RuleModel): string {
+  let script = scripts.get(model);
+  if (script === undefined) {
+    script = renderEngineScript(model);
+    scripts.set(model, script);
+  }
+  return script;
+}
+
+function renderEngineScript(model: RuleModel): string {
   const lines = toNft(model).split('\n').filter((l) => l !== '');
   const out: string[] = [];
   for (const line of lines) {
@@ -143,7 +155,7 @@ export async function diffNft(model: RuleModel, live: NftRuleset, liveText: () =
   return st;
 }
 
-export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = execNft): Promise<NftState> {
+export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = nativeNft): Promise<NftState> {
   // No nf_tables table at all (a new pod): nothing to list back.
   if (await nftTableCount(ns) === 0) return diffNft(model, { tables: [] }, async () => '');
   return diffNft(model, await sender.list(ns), () => sender.listText(ns));
@@ -163,7 +175,7 @@ export function reconcileScript(model: RuleModel, st: NftState): string {
   return `${out.join('\n')}\n`;
 }
 
-export async function applyNft(ns: Netns, model: RuleModel, st: NftState, sender: NftSender = execNft): Promise<string[]> {
+export async function applyNft(ns: Netns, model: RuleModel, st: NftState, sender: NftSender = nativeNft): Promise<string[]> {
   if (st.drift.length === 0) return [];
   await sender.applyScript(ns, reconcileScript(model, st));
   return [st.residue ? 'nft transaction (reconcile)' : 'nft transaction'];
@@ -173,7 +185,7 @@ export async function applyNft(ns: Netns, model: RuleModel, st: NftState, sender
  * Deletes our tables (one transaction). The host table keeps its sets (the
  * probe set lives there): only our chains go, as Istio's host delete does.
  */
-export async function removeNft(ns: Netns, model: RuleModel, st: NftState, sender: NftSender = execNft): Promise<string[]> {
+export async function removeNft(ns: Netns, model: RuleModel, st: NftState, sender: NftSender = nativeNft): Promise<string[]> {
   const lines: string[] = [];
   const removed: string[] = [];
   for (const t of st.tables) {

@@ -8,6 +8,7 @@ import type { Netns } from '../net/netns.js';
 import type { Route, RouteSpec as NlRouteSpec } from '../net/routes.js';
 import type { Rule as PolicyRule } from '../net/rules.js';
 import { famNo } from './engine-types.js';
+import type { NetnsFacts } from './pristine.js';
 import type { AddressSpec, Family, PolicyRuleSpec, RouteSpec, RuleModel } from './model.js';
 
 const ALL_BITS = 0xffffffff;
@@ -54,11 +55,13 @@ export interface RoutingDiff {
   presentRules: PolicyRule[];
   missingAddresses: AddressSpec[];
   presentAddresses: AddressSpec[];
+  /** Link name → ifindex, as read with the diff (empty when nothing was read). */
+  ifindex: Map<string, number>;
 }
 
 /** Reads the routing state of the model's tables and compares it with the model. */
-export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingDiff> {
-  const v6 = model.families.includes('ipv6') && await ipv6Enabled(ns);
+export async function diffRouting(ns: Netns, model: RuleModel, facts?: Promise<NetnsFacts>): Promise<RoutingDiff> {
+  const v6 = model.families.includes('ipv6') && (facts ? (await facts).ipv6 : await ipv6Enabled(ns));
   const families = model.families.filter((f) => f === 'ipv4' || v6);
   const on = <T extends { family: Family }>(xs: T[]) => xs.filter((x) => families.includes(x.family));
   const wantRoutes = on(model.routes);
@@ -66,21 +69,32 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
   const wantAddrs = on(model.addresses);
   const diff: RoutingDiff = {
     families, missingRoutes: [], foreignRoutes: [], presentRoutes: [], missingRules: [], foreignRules: [], presentRules: [],
-    missingAddresses: [], presentAddresses: [],
+    missingAddresses: [], presentAddresses: [], ifindex: new Map(),
   };
   if (wantRoutes.length + wantRules.length + wantAddrs.length === 0) return diff;
   const nl = await ns.netlink();
   const tables = [...new Set([...wantRoutes.map((r) => r.table), ...wantRules.map((r) => r.table)])];
-  // All dumps at once; compared in a fixed order below.
-  const routeDumps = new Map(await Promise.all(families.flatMap((fam) => tables.map(async (table) => {
-    // A table that has no route yet does not exist (a strict dump says ENOENT).
-    const live = await nl.routes.list({ table, family: famNo(fam) }).catch((err) => {
+  // Few requests: one link dump (names ↔ indexes), one route dump per table
+  // (both families), one rule dump (every family).
+  const [links, ruleList, ...perTable] = await Promise.all([
+    nl.links.list(),
+    nl.rules.list(),
+    ...tables.map((table) => nl.routes.list({ table, names: false }).catch((err) => {
+      // A table that has no route yet does not exist (a strict dump says ENOENT).
       if (isNotFound(err)) return [];
       throw err;
+    })),
+  ]);
+  const names = new Map(links.map((l) => [l.index, l.name]));
+  diff.ifindex = new Map(links.map((l) => [l.name, l.index]));
+  const routeDumps = new Map<string, Route[]>();
+  for (const fam of families) {
+    tables.forEach((table, i) => {
+      routeDumps.set(`${fam} ${table}`, perTable[i]!.filter((r) => r.family === famNo(fam))
+        .map((r) => (r.ifindex !== undefined && names.has(r.ifindex) ? { ...r, dev: names.get(r.ifindex)! } : r)));
     });
-    return [`${fam} ${table}`, live] as const;
-  }))));
-  const ruleDumps = new Map(await Promise.all(families.map(async (fam) => [fam, await nl.rules.list({ family: famNo(fam) })] as const)));
+  }
+  const ruleDumps = new Map(families.map((fam) => [fam, ruleList.filter((r) => r.family === famNo(fam))] as const));
   for (const fam of families) {
     for (const table of tables) {
       const live = routeDumps.get(`${fam} ${table}`)!;
@@ -134,8 +148,9 @@ export function routingDrift(d: RoutingDiff): string[] {
   ];
 }
 
-const routeSpecOf = (r: RouteSpec): NlRouteSpec => ({
-  family: famNo(r.family), dst: r.dst, type: r.type, dev: r.dev, table: r.table, scope: r.scope,
+// The device by index when the diff knows it: saves a link lookup per route.
+const routeSpecOf = (r: RouteSpec, ifindex: Map<string, number>): NlRouteSpec => ({
+  family: famNo(r.family), dst: r.dst, type: r.type, dev: ifindex.get(r.dev) ?? r.dev, table: r.table, scope: r.scope,
 });
 const liveRouteSpec = (r: Route): NlRouteSpec => ({
   family: r.family, dst: r.dst, table: r.table,
@@ -161,7 +176,7 @@ export async function applyRouting(ns: Netns, d: RoutingDiff): Promise<string[]>
     actions.push(`route del ${liveRouteText(r)}`);
   }
   for (const r of d.missingRoutes) {
-    await nl.routes.replace(routeSpecOf(r));
+    await nl.routes.replace(routeSpecOf(r, d.ifindex));
     actions.push(`route replace ${routeText(r)}`);
   }
   for (const r of d.foreignRules) {

@@ -4,6 +4,7 @@
 import { iptables, type IptablesMode } from '../net/iptables.js';
 import type { Netns } from '../net/netns.js';
 import { nft, type NftRuleset } from '../net/nft.js';
+import { nativeNftSender } from '../net/nft-compile.js';
 import type { Family } from './model.js';
 
 export type Backend = 'nftables' | 'iptables';
@@ -49,6 +50,13 @@ export const execIptables: IptablesRunner = {
   restore: (ns, text, opts) => iptables.restore(ns, text, { family: opts.family, noflush: true, ...(opts.mode ? { mode: opts.mode } : {}) }),
   saveText: (ns, opts) => iptables.saveText(ns, { family: opts.family, ...(opts.mode ? { mode: opts.mode } : {}) }),
 };
+
+/**
+ * The nft path the engine uses unless told otherwise: scripts compiled once
+ * into an nfnetlink batch and sent through the netns's netfilter socket (no
+ * exec); anything the encoder does not cover goes through `nft -f`, reported.
+ */
+export const nativeNft: NftSender = nativeNftSender;
 
 export const execNft: NftSender = {
   applyScript: (ns, script) => nft.apply(ns, script),

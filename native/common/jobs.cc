@@ -1,5 +1,7 @@
 #include "jobs.h"
 
+#include "thread_state.h"
+
 namespace podwire {
 
 JobRunner::JobRunner(napi_env env) : env_(env), ctx_(Napi::Env(env), "podwire"), async_(new uv_async_t) {
@@ -12,39 +14,86 @@ JobRunner::JobRunner(napi_env env) : env_(env), ctx_(Napi::Env(env), "podwire"),
 
 JobRunner::~JobRunner() { Shutdown(); }
 
-void JobRunner::Run(Work work, Done done) {
-  uint64_t id = nextId_++;
+void JobRunner::Run(Work work, Done done, bool dedicated) {
   if (pending_++ == 0) uv_ref(reinterpret_cast<uv_handle_t*>(async_));
-  std::thread t([this, id, work = std::move(work), done = std::move(done)]() mutable {
-    work();
-    std::lock_guard<std::mutex> lock(mu_);
-    finished_.push_back({id, std::move(done)});
-    if (!shuttingDown_) uv_async_send(async_);
-  });
-  threads_.emplace(id, std::move(t));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dedicated) {
+    uint64_t id = nextId_++;
+    threads_.emplace(id, std::thread([this, id, work = std::move(work), done = std::move(done)]() mutable {
+      work();
+      Finish(std::move(done));
+      std::lock_guard<std::mutex> l(mu_);
+      exited_.push_back(id);
+    }));
+    return;
+  }
+  queue_.push_back({std::move(work), std::move(done)});
+  if (idle_ == 0 && workers_ < kMaxWorkers) {
+    uint64_t id = nextId_++;
+    ++workers_;
+    threads_.emplace(id, std::thread(&JobRunner::WorkerLoop, this, id));
+  } else {
+    cv_.notify_one();
+  }
+}
+
+void JobRunner::WorkerLoop(uint64_t id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++idle_;
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --idle_;
+    if (stopping_) break;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    job.work();
+    Finish(std::move(job.done));
+    lock.lock();
+    // A thread left in another netns must never run anything again.
+    if (ThreadPoisoned()) break;
+  }
+  --workers_;
+  exited_.push_back(id);
+  // A job queued while this worker was retiring still needs a thread.
+  if (!stopping_ && !queue_.empty() && idle_ == 0 && workers_ < kMaxWorkers) {
+    uint64_t next = nextId_++;
+    ++workers_;
+    threads_.emplace(next, std::thread(&JobRunner::WorkerLoop, this, next));
+  }
+}
+
+void JobRunner::Finish(Done done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_.push_back(std::move(done));
+  if (!shuttingDown_) uv_async_send(async_);
 }
 
 void JobRunner::OnAsync(uv_async_t* handle) { static_cast<JobRunner*>(handle->data)->Drain(); }
 
 void JobRunner::Drain() {
-  std::vector<Finished> batch;
+  std::vector<Done> batch;
+  std::vector<std::thread> joinable;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch.swap(finished_);
+    for (uint64_t id : exited_) {
+      auto it = threads_.find(id);
+      if (it == threads_.end()) continue;
+      joinable.push_back(std::move(it->second));
+      threads_.erase(it);
+    }
+    exited_.clear();
   }
+  for (auto& t : joinable) t.join();  // these threads have returned (or are returning)
   Napi::Env env(env_);
   Napi::HandleScope outer(env);
   Napi::CallbackScope scope(env, ctx_);
-  for (auto& f : batch) {
-    auto it = threads_.find(f.id);
-    if (it != threads_.end()) {
-      it->second.join();  // the thread has already returned from work()
-      threads_.erase(it);
-    }
+  for (auto& done : batch) {
     if (--pending_ == 0) uv_unref(reinterpret_cast<uv_handle_t*>(async_));
-    Napi::HandleScope scope(env);
+    Napi::HandleScope hs(env);
     try {
-      f.done(env);
+      done(env);
     } catch (const Napi::Error& e) {
       // A throwing completion must not stop the others.
       napi_fatal_exception(env_, e.Value());
@@ -54,12 +103,25 @@ void JobRunner::Drain() {
 
 void JobRunner::Shutdown() {
   if (shuttingDown_) return;
+  std::unordered_map<uint64_t, std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     shuttingDown_ = true;
+    stopping_ = true;
+    queue_.clear();
+    cv_.notify_all();
   }
-  for (auto& [id, t] : threads_) t.join();
-  threads_.clear();
+  // Workers exit at their next wait; dedicated threads when their job ends
+  // (the env cleanup hook kills spawned children first).
+  for (;;) {
+    std::unordered_map<uint64_t, std::thread> batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (threads_.empty()) break;
+      batch.swap(threads_);
+    }
+    for (auto& [id, t] : batch) t.join();
+  }
   finished_.clear();
   uv_close(reinterpret_cast<uv_handle_t*>(async_),
            [](uv_handle_t* h) { delete reinterpret_cast<uv_async_t*>(h); });

@@ -1,17 +1,25 @@
 // JobRunner: runs blocking or netns-switching work on the addon's own
 // threads and hands the result back to the JS thread.
 //
-// Each job gets a fresh std::thread that ends when the job ends, so a thread
-// that switched netns and failed to switch back can never be reused; the
-// libuv pool is never used for such work (it is shared with fs, dns and
-// crypto, and its threads must stay in the process's netns). Completions are
-// queued under a mutex and delivered through one uv_async_t on the env's own
-// loop, which keeps the runner Worker-safe (no static state, one runner per
-// env, torn down by the env's cleanup hook).
+// Short jobs (socket creation inside a netns, /proc reads, mounts) run on a
+// small pool of worker threads that are reused as long as they are clean: a
+// job that could not switch its thread back to the original netns marks the
+// thread poisoned (thread_state.h) and the worker ends after that job — a
+// poisoned thread is never reused. Long jobs (waiting for a spawned child)
+// get a dedicated thread of their own so they never hold up the pool. The
+// libuv pool is never used for any of this (it is shared with fs, dns and
+// crypto, and its threads must stay in the process's netns).
+//
+// Completions are queued under a mutex and delivered through one uv_async_t
+// on the env's own loop, inside a callback scope, which keeps the runner
+// Worker-safe: no static state, one runner per env, torn down by the env's
+// cleanup hook.
 #pragma once
 #include <napi.h>
 #include <uv.h>
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,17 +34,20 @@ class JobRunner {
   using Work = std::function<void()>;                 // runs on a job thread
   using Done = std::function<void(Napi::Env)>;        // runs on the JS thread
 
+  /** At most this many pooled workers; more short jobs wait in the queue. */
+  static constexpr size_t kMaxWorkers = 4;
+
   explicit JobRunner(napi_env env);
   ~JobRunner();
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
 
-  // Starts `work` on a new thread; `done` runs on the JS thread afterwards.
-  void Run(Work work, Done done);
+  // Queues `work` for a pooled worker (or a fresh thread of its own when
+  // `dedicated`); `done` runs on the JS thread afterwards.
+  void Run(Work work, Done done, bool dedicated = false);
 
-  // Joins every job thread. Called from the env cleanup hook; afterwards no
-  // completion is delivered. `onShutdown` lets jobs abort early (spawn kills
-  // its child).
+  // Stops the workers and joins every job thread. Called from the env
+  // cleanup hook; afterwards no completion is delivered.
   void Shutdown();
   bool shuttingDown() const { return shuttingDown_; }
 
@@ -48,22 +59,31 @@ class JobRunner {
   Napi::AsyncContext& context() { return ctx_; }
 
  private:
-  struct Finished {
-    uint64_t id;
+  struct Job {
+    Work work;
     Done done;
   };
   static void OnAsync(uv_async_t* handle);
   void Drain();
+  void WorkerLoop(uint64_t id);
+  void Finish(Done done);  // job thread: queue the completion, wake the loop
 
   napi_env env_;
   Napi::AsyncContext ctx_;
   uv_async_t* async_;  // heap: freed by uv_close's callback
-  std::mutex mu_;
-  std::vector<Finished> finished_;
-  std::unordered_map<uint64_t, std::thread> threads_;
-  uint64_t nextId_ = 1;
-  size_t pending_ = 0;
+  size_t pending_ = 0;  // JS thread only
   bool shuttingDown_ = false;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  std::vector<Done> finished_;
+  std::unordered_map<uint64_t, std::thread> threads_;  // workers and dedicated threads
+  std::vector<uint64_t> exited_;  // threads that returned and can be joined
+  size_t workers_ = 0;
+  size_t idle_ = 0;
+  uint64_t nextId_ = 1;
+  bool stopping_ = false;
 };
 
 }  // namespace podwire

@@ -23,18 +23,20 @@ Napi::Object IdObject(Napi::Env env, const netns::NsId& id) {
   return o;
 }
 
-// Runs `work` on a job thread; settles the returned promise with `value`
+// Runs `work` on a job thread (a pooled one, or its own when `dedicated`:
+// for work that may block long); settles the returned promise with `value`
 // (built on the JS thread) or the ErrorInfo.
 template <typename State>
 Napi::Value RunJob(Napi::Env env, std::shared_ptr<State> st, std::function<ErrorInfo(State&)> work,
-                   std::function<Napi::Value(Napi::Env, State&)> value) {
+                   std::function<Napi::Value(Napi::Env, State&)> value, bool dedicated = false) {
   auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
   auto err = std::make_shared<ErrorInfo>();
   Addon::Of(env).jobs.Run([st, err, work] { *err = work(*st); },
                           [st, err, deferred, value](Napi::Env env) {
                             if (err->failed()) deferred->Reject(MakeNetError(env, *err).Value());
                             else deferred->Resolve(value(env, *st));
-                          });
+                          },
+                          dedicated);
   return deferred->Promise();
 }
 
@@ -202,7 +204,8 @@ Napi::Value Spawn(const Napi::CallbackInfo& info) {
         o.Set("stdout", Napi::Buffer<char>::Copy(env, s.result.out.data(), s.result.out.size()));
         o.Set("stderr", Napi::Buffer<char>::Copy(env, s.result.err.data(), s.result.err.size()));
         return o;
-      });
+      },
+      /*dedicated=*/true);
 }
 
 Napi::Object WrapSocket(Napi::Env env, int fd, int protocol) {

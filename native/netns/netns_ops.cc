@@ -1,5 +1,7 @@
 #include "netns_ops.h"
 
+#include "../common/thread_state.h"
+
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/nsfs.h>
@@ -81,7 +83,8 @@ ErrorInfo RunInNetns(int targetFd, const std::function<ErrorInfo()>& fn, bool* r
   if (setns(targetFd, CLONE_NEWNET) != 0) return Fail("setns", "setns into target netns");
   ErrorInfo result = fn();
   if (setns(orig.get(), CLONE_NEWNET) != 0) {
-    *restored = false;  // the caller must end this thread
+    *restored = false;  // the thread must end: JobRunner retires poisoned threads
+    ThreadPoisoned() = true;
     if (!result.failed()) result = Fail("setns", "restore original netns");
   }
   return result;
@@ -127,6 +130,7 @@ ErrorInfo CreateNetns(const std::string& dir, const std::string& name, bool* res
   }
   if (setns(orig.get(), CLONE_NEWNET) != 0) {
     *restored = false;
+    ThreadPoisoned() = true;
     if (!result.failed()) result = Fail("setns", "restore original netns");
   }
   if (result.failed()) {
