@@ -6,9 +6,8 @@
 //   npm run bench -- enroll [SCALES=100,500,1000]
 import { Dataplane } from '../lib/dataplane/dataplane.js';
 import { IpsetProbeSet } from '../lib/dataplane/probe-set-ipset.js';
-import { NftProbeSet } from '../lib/dataplane/probe-set-nft.js';
-import { RedirectRules } from '../lib/dataplane/rules-redirect.js';
-import type { PodInfo, ProbeSet, RuleBackend } from '../lib/dataplane/types.js';
+import { NodeDataplane } from '../lib/dataplane/node.js';
+import type { PodInfo, RuleBackend } from '../lib/dataplane/types.js';
 import { ZdsZtunnel } from '../lib/dataplane/ztunnel-zds.js';
 import { buildNode, type DemoPod } from '../lib/demo/topology.js';
 import type { Netns } from '../lib/net/netns.js';
@@ -39,16 +38,36 @@ class IstioStyleRules implements RuleBackend {
   async remove(): Promise<void> {}
 }
 
-interface PathDef {
-  label: string;
-  rules: () => RuleBackend;
-  probes: (node: Netns) => Promise<ProbeSet>;
+interface Agent {
+  dataplane: Dataplane;
+  zds: ZdsZtunnel;
+  close(): Promise<void>;
 }
 
+interface PathDef {
+  label: string;
+  start: (host: Netns, sock: string) => Promise<Agent>;
+}
+
+const podwire = (backend: 'nftables' | 'iptables') => async (host: Netns, sock: string): Promise<Agent> => {
+  const node = await NodeDataplane.start({ host, backend, zdsPath: sock });
+  return { dataplane: node.dataplane, zds: node.zds!, close: () => node.close() };
+};
+
+// Istio's way for the same node: the ipset probe set, ZDS, and IstioStyleRules per pod.
+const istio = async (host: Netns, sock: string): Promise<Agent> => {
+  let dp: Dataplane | undefined;
+  const zds = new ZdsZtunnel({ path: sock }, () => dp?.snapshot() ?? []).listen();
+  dp = new Dataplane({ rules: new IstioStyleRules(), ztunnel: zds, probes: new IpsetProbeSet(await host.netlink(), true) });
+  await dp.start();
+  const dataplane = dp;
+  return { dataplane, zds, close: async () => { await dataplane.close(); await zds.close(); } };
+};
+
 const paths: PathDef[] = [
-  { label: 'podwire nftables', rules: () => new RedirectRules({ backend: 'nftables' }), probes: async (n) => new NftProbeSet(n, true) },
-  { label: 'podwire iptables', rules: () => new RedirectRules({ backend: 'iptables' }), probes: async (n) => new IpsetProbeSet(await n.netlink(), true) },
-  { label: 'Istio-style iptables', rules: () => new IstioStyleRules(), probes: async (n) => new IpsetProbeSet(await n.netlink(), true) },
+  { label: 'podwire nftables', start: podwire('nftables') },
+  { label: 'podwire iptables', start: podwire('iptables') },
+  { label: 'Istio-style iptables', start: istio },
 ];
 
 const pod = (p: DemoPod): PodInfo => ({ uid: p.uid, name: p.name, namespace: 'bench', ips: [p.ip4, p.ip6] });
@@ -57,16 +76,14 @@ async function measure(path: PathDef, scale: number): Promise<{ samples: number[
   const prefix = `pwt-bench-${process.pid}-`;
   const node = await buildNode({ prefix, pods: scale, concurrency: 8 });
   const sock = `/tmp/pwt-bench-${process.pid}.sock`;
-  let dp: Dataplane | undefined;
-  const ztunnel = new ZdsZtunnel({ path: sock }, () => dp?.snapshot() ?? []).listen();
+  let agent: Agent | undefined;
   // ztunnel is its own process on a real node: the peer runs in a child, protocol only.
   const cli = fileURLToPath(new URL('../../bin/podwire.js', import.meta.url));
-  const peer = spawn(process.execPath, [cli, 'ztunnel-sim', '--socket', sock, '--no-listeners'], { stdio: 'ignore' });
+  let peer: ReturnType<typeof spawn> | undefined;
   try {
-    const probes = await path.probes(node.node);
-    dp = new Dataplane({ rules: path.rules(), ztunnel, probes });
-    await dp.start();
-    for (let t = 0; ztunnel.server.connections().every((c) => c.state !== 'ready'); t++) {
+    agent = await path.start(node.node, sock);
+    peer = spawn(process.execPath, [cli, 'ztunnel-sim', '--socket', sock, '--no-listeners'], { stdio: 'ignore' });
+    for (let t = 0; agent.zds.server.connections().every((c) => c.state !== 'ready'); t++) {
       if (t > 1000) throw new Error('ztunnel-sim did not connect');
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -74,15 +91,14 @@ async function measure(path: PathDef, scale: number): Promise<{ samples: number[
     const samples: number[] = [];
     for (const p of node.pods) {
       const t0 = performance.now();
-      await dp.enroll(pod(p), { netnsPath: p.netnsPath });
+      await agent.dataplane.enroll(pod(p), { netnsPath: p.netnsPath });
       samples.push((performance.now() - t0) * 1000);
     }
     const mem = process.memoryUsage();
     return { samples, rssMb: Math.round(mem.rss / 1e5) / 10, heapMb: Math.round(mem.heapUsed / 1e5) / 10 };
   } finally {
-    peer.kill();
-    await dp?.close();
-    await ztunnel.close();
+    peer?.kill();
+    await agent?.close();
     await node.teardown();
   }
 }

@@ -6,15 +6,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Dataplane } from '../dataplane/dataplane.js';
-import { IpsetProbeSet } from '../dataplane/probe-set-ipset.js';
-import { NftProbeSet } from '../dataplane/probe-set-nft.js';
-import { RedirectRules } from '../dataplane/rules-redirect.js';
-import type { PodInfo, ProbeSet } from '../dataplane/types.js';
-import { ZdsZtunnel } from '../dataplane/ztunnel-zds.js';
+import { NodeDataplane } from '../dataplane/node.js';
+import type { PodInfo } from '../dataplane/types.js';
+import type { Backend } from '../redirect/apply.js';
 import { Netns } from '../net/netns.js';
-import { apply as applyRules, type Backend } from '../redirect/apply.js';
-import { hostProbeRules } from '../redirect/hostprobe.js';
 import { quantile } from '../util/stats.js';
 import { mapLimit } from '../util/limit.js';
 import { ZtunnelPeer } from '../zds/peer.js';
@@ -106,19 +101,12 @@ export async function runDemo(opts: DemoOptions): Promise<DemoReport> {
     onCleanup(() => { for (const a of apps) a.close(); });
     aborted(opts.signal);
 
-    // The node side: probe set + host rule, then ZDS and the ztunnel-like peer.
-    const hostNl = await node.node.netlink();
-    const probes: ProbeSet = opts.backend === 'iptables' ? new IpsetProbeSet(hostNl, ipv6) : new NftProbeSet(node.node, ipv6);
-    await probes.ensure();
-    await applyRules(node.node, hostProbeRules({ ipv6, kubeletUid: process.getuid?.() ?? 0 }), { backend: opts.backend });
-
-    const rules = new RedirectRules({ backend: opts.backend }, { ipv6 });
-    let dataplane: Dataplane | undefined;
-    const ztunnel = new ZdsZtunnel({ path: socketPath }, () => dataplane?.snapshot() ?? []).listen();
-    onCleanup(() => ztunnel.close());
-    dataplane = new Dataplane({ rules, ztunnel, probes });
-    const dp = dataplane;
-    onCleanup(() => dp.close());
+    // The node side: probe set + host rule, the ZDS server, then the ztunnel-like peer.
+    const agent = await NodeDataplane.start({
+      host: node.node, backend: opts.backend, ipv6, zdsPath: socketPath, kubeletUid: process.getuid?.() ?? 0,
+    });
+    onCleanup(() => agent.close());
+    const dp = agent.dataplane;
     const peer = new ZtunnelPeer({ path: socketPath }).start();
     onCleanup(() => peer.stop());
     await peer.waitFor((p) => p.snapshotReceived, 10_000);

@@ -25,6 +25,7 @@ struct Addon {
   // that the job threads can be joined.
   std::mutex childMu;
   std::set<pid_t> children;
+  bool closing = false;  // under childMu: set by KillChildren; a child registered later is killed at once
 
   static Addon& Of(Napi::Env env) { return *env.GetInstanceData<Addon>(); }
 };

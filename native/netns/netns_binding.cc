@@ -189,6 +189,7 @@ Napi::Value Spawn(const Napi::CallbackInfo& info) {
           child = pid;
           std::lock_guard<std::mutex> lock(s.addon->childMu);
           s.addon->children.insert(pid);
+          if (s.addon->closing) kill(pid, SIGKILL);  // the env is going away: don't wait for it
         });
         if (child > 0) {
           std::lock_guard<std::mutex> lock(s.addon->childMu);
@@ -318,6 +319,7 @@ Napi::Value Counters(const Napi::CallbackInfo& info) {
 
 void KillChildren(Addon& addon) {
   std::lock_guard<std::mutex> lock(addon.childMu);
+  addon.closing = true;
   for (pid_t pid : addon.children) kill(pid, SIGKILL);
 }
 

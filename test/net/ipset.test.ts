@@ -52,7 +52,8 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
     const l4 = await ipset.list('probes-v4');
     const l6 = await ipset.list('probes-v6');
     expect(l4.header).toMatchObject({ name: 'probes-v4', type: 'hash:ip', family: 'inet', comment: true, entries: 10_000, references: 0 });
-    expect(l6.header).toMatchObject({ family: 'inet6', maxelem: 4096, hashsize: 256, entries: 1000 });
+    expect(l6.header).toMatchObject({ family: 'inet6', maxelem: 4096, entries: 1000 });
+    expect(l6.header.hashsize).toBeGreaterThanOrEqual(256);  // the kernel may grow the hash while filling it
     expect(l4.entries).toHaveLength(10_000);
     expect(l6.entries).toHaveLength(1000);
     expect(new Map(l6.entries.map((e) => [e.address, e.comment])).get('fd00:abcd::3e7')).toBe(uid(999 + 1e6));
@@ -62,7 +63,7 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
     expect(sorted(l6.entries.map((e) => formatAddLine('probes-v6', e)))).toEqual(sorted(saved.adds.get('probes-v6')));
     // What we asked for is what both readers see.
     expect(sorted(saved.adds.get('probes-v4'))).toEqual(sorted(e4.map((e) => formatAddLine('probes-v4', e))));
-    expect(saved.create.get('probes-v6')).toMatch(/^create probes-v6 hash:ip family inet6 hashsize 256 maxelem 4096 comment\b/);
+    expect(saved.create.get('probes-v6')).toMatch(new RegExp(`^create probes-v6 hash:ip family inet6 hashsize ${l6.header.hashsize} maxelem 4096 comment\\b`));
     expect(saved.create.get('probes-v4')).toContain(`hashsize ${l4.header.hashsize} maxelem ${l4.header.maxelem} comment`);
     expect((await ipset.names()).sort()).toEqual(['probes-v4', 'probes-v6']);
   });

@@ -1,0 +1,76 @@
+// A node's dataplane assembled from its parts: the host (node) netns handle,
+// the probe set and host probe rule in it, the in-pod redirection backend,
+// the ZDS server ztunnel connects to, and the enrollment pipeline over them.
+// This is what the node agent runs; the demo and the benchmarks use it too.
+import type { Netns } from '../net/netns.js';
+import { apply, remove, type Backend } from '../redirect/apply.js';
+import { hostProbeRules } from '../redirect/hostprobe.js';
+import type { RuleModel } from '../redirect/model.js';
+import { Dataplane } from './dataplane.js';
+import { IpsetProbeSet } from './probe-set-ipset.js';
+import { NftProbeSet } from './probe-set-nft.js';
+import { RedirectRules, type NodeRedirectSettings } from './rules-redirect.js';
+import type { ProbeSet, ZtunnelSink } from './types.js';
+import { ZdsZtunnel } from './ztunnel-zds.js';
+
+export interface NodeDataplaneOptions extends NodeRedirectSettings {
+  /** The node's own netns (in production: the host's; in the demo: a simulated node). */
+  host: Netns;
+  backend: Backend;
+  /** ZDS socket path (default /var/run/ztunnel/ztunnel.sock). */
+  zdsPath?: string;
+  /** The kubelet's UID: nft has no `--socket-exists`, so the nft host rule matches it. */
+  kubeletUid?: number;
+  /** Substitute for the ZDS server (tests). */
+  ztunnel?: ZtunnelSink;
+  warn?: (message: string) => void;
+}
+
+export class NodeDataplane {
+  readonly dataplane: Dataplane;
+  readonly probes: ProbeSet;
+  readonly rules: RedirectRules;
+  readonly hostRules: RuleModel;
+  readonly zds: ZdsZtunnel | undefined;
+
+  private constructor(private readonly opts: NodeDataplaneOptions, probes: ProbeSet) {
+    this.probes = probes;
+    this.rules = new RedirectRules({ backend: opts.backend }, opts);
+    this.hostRules = hostProbeRules({
+      ipv6: opts.ipv6 ?? true,
+      ...(opts.snatIp ? { snatIp: opts.snatIp } : {}),
+      ...(opts.snatIpv6 ? { snatIpv6: opts.snatIpv6 } : {}),
+      ...(opts.backend === 'nftables' ? { kubeletUid: opts.kubeletUid ?? 0 } : {}),
+    });
+    let dp: Dataplane | undefined;
+    this.zds = opts.ztunnel ? undefined : new ZdsZtunnel(opts.zdsPath ? { path: opts.zdsPath } : {}, () => dp?.snapshot() ?? []);
+    dp = new Dataplane({ rules: this.rules, ztunnel: opts.ztunnel ?? this.zds!, probes, ...(opts.warn ? { warn: opts.warn } : {}) });
+    this.dataplane = dp;
+  }
+
+  /**
+   * Builds the node side: probe set(s) and the host probe rule in the host
+   * netns (idempotent: an agent restart finds them in place), then the ZDS
+   * server starts listening.
+   */
+  static async start(opts: NodeDataplaneOptions): Promise<NodeDataplane> {
+    const ipv6 = opts.ipv6 ?? true;
+    const probes = opts.backend === 'iptables' ? new IpsetProbeSet(await opts.host.netlink(), ipv6) : new NftProbeSet(opts.host, ipv6);
+    const node = new NodeDataplane(opts, probes);
+    await node.dataplane.start();
+    await apply(opts.host, node.hostRules, { backend: opts.backend });
+    node.zds?.listen();
+    return node;
+  }
+
+  /** Stops serving ztunnel and releases every cached netns. Host rules and sets stay (safe upgrade). */
+  async close(): Promise<void> {
+    await this.dataplane.close();
+    await this.zds?.close();
+  }
+
+  /** Removes the host probe rule (uninstall); the probe sets' table stays for nft, as upstream. */
+  async removeHostRules(): Promise<void> {
+    await remove(this.opts.host, this.hostRules, { backend: this.opts.backend });
+  }
+}
