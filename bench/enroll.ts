@@ -15,6 +15,7 @@ import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
 import { inpodRules } from '../lib/redirect/inpod.js';
 import { toIptablesRestore } from '../lib/redirect/render-iptables.js';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { writeResults, type Series } from './lib/report.js';
 
@@ -72,6 +73,21 @@ const paths: PathDef[] = [
 
 const pod = (p: DemoPod): PodInfo => ({ uid: p.uid, name: p.name, namespace: 'bench', ips: [p.ip4, p.ip6] });
 
+/** Waits until the CPUs are idle again (namespace teardown runs on in kernel workers), at most 30 s. */
+async function settle(): Promise<void> {
+  const busy = () => {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const idle = f[3]! + f[4]!;
+    return { idle, total: f.reduce((a, b) => a + b, 0) };
+  };
+  for (let i = 0; i < 150; i++) {
+    const a = busy();
+    await new Promise((r) => setTimeout(r, 200));
+    const b = busy();
+    if ((b.idle - a.idle) / Math.max(1, b.total - a.total) > 0.95) return;
+  }
+}
+
 async function measure(path: PathDef, scale: number): Promise<{ samples: number[]; rssMb: number; heapMb: number }> {
   const prefix = `pwt-bench-${process.pid}-`;
   const node = await buildNode({ prefix, pods: scale, concurrency: 8 });
@@ -81,6 +97,7 @@ async function measure(path: PathDef, scale: number): Promise<{ samples: number[
   const cli = fileURLToPath(new URL('../../bin/podwire.js', import.meta.url));
   let peer: ReturnType<typeof spawn> | undefined;
   try {
+    await settle();
     agent = await path.start(node.node, sock);
     peer = spawn(process.execPath, [cli, 'ztunnel-sim', '--socket', sock, '--no-listeners'], { stdio: 'ignore' });
     for (let t = 0; agent.zds.server.connections().every((c) => c.state !== 'ready'); t++) {

@@ -1,6 +1,7 @@
 // Applying the in-pod ruleset (dual stack: routes, policy rules, rules) to a
-// fresh pod netns through the engine — podwire's iptables path and its nft
-// path (exec of `nft -f -` for now) — against the Istio-style path: the same
+// fresh pod netns through the engine — podwire's iptables path (a new pod gets
+// the iptables-nft objects as one replayed batch), its native nft path and its
+// `nft -f -` path — against the Istio-style path: the same
 // routing over netlink, then per family `iptables-save` (Istio's state check)
 // and `iptables-restore --noflush`, each exec'd into the netns. Plus the
 // engine's re-apply of an unchanged netns (reads only, nothing written).
@@ -9,7 +10,7 @@
 // pwt-bench); the vitest sweep leaves names of a live pid alone.
 import { iptables } from '../lib/net/iptables.js';
 import { Netns } from '../lib/net/netns.js';
-import { apply, inpodRules, toIptablesRestore } from '../lib/redirect/index.js';
+import { apply, execNft, inpodRules, toIptablesRestore } from '../lib/redirect/index.js';
 import { nowUs, writeResults, type Series } from './lib/report.js';
 
 const N = Number(process.argv[2] ?? 200);
@@ -23,7 +24,8 @@ const TEXT = { 4: toIptablesRestore(model, 'ipv4'), 6: toIptablesRestore(model, 
 
 const L = {
   ipt: 'podwire apply, iptables (dual stack)',
-  nft: 'podwire apply, nftables via nft -f (dual stack)',
+  nft: 'podwire apply, nftables native (dual stack)',
+  nftExec: 'podwire apply, nftables via nft -f (dual stack)',
   istio: 'Istio-style: netlink routes + save/restore per family (exec)',
   iptNoop: 'podwire re-apply unchanged, iptables (reads only)',
   nftNoop: 'podwire re-apply unchanged, nftables (reads only)',
@@ -67,6 +69,7 @@ async function inFreshNetns(fn: (ns: Netns) => Promise<unknown>, label?: string,
 const paths: Array<() => Promise<void>> = [
   () => inFreshNetns((ns) => apply(ns, model, { backend: 'iptables' }), L.ipt, L.iptNoop),
   () => inFreshNetns((ns) => apply(ns, model, { backend: 'nftables' }), L.nft, L.nftNoop),
+  () => inFreshNetns((ns) => apply(ns, model, { backend: 'nftables', nft: execNft }), L.nftExec),
   () => inFreshNetns(istioStyle, L.istio),
 ];
 
@@ -82,6 +85,8 @@ const series: Series[] = Object.values(L).map((label) => ({ label, samples: samp
 writeResults('redirect', `In-pod ruleset applied to a fresh pod netns, dual stack (N=${N})`, series, {
   'Istio-style / podwire iptables': [L.istio, L.ipt],
   'Istio-style / podwire nftables': [L.istio, L.nft],
+  'Istio-style / podwire nftables via nft -f': [L.istio, L.nftExec],
+  'podwire nft -f / podwire native': [L.nftExec, L.nft],
   'Istio-style / podwire re-apply unchanged (iptables)': [L.istio, L.iptNoop],
   'Istio-style / podwire re-apply unchanged (nftables)': [L.istio, L.nftNoop],
 });

@@ -92,8 +92,9 @@ export async function createPod(node: Netns, pod: DemoPod): Promise<void> {
     await nl.addrs.add('eth0', `${pod.ip4}/16`);
     await nl.addrs.add('eth0', `${pod.ip6}/64`, { noDad: true });
     await nl.links.set('eth0', { up: true });
-    await nl.routes.add({ dst: 'default', gateway: NODE_V4 });
-    await nl.routes.add({ dst: 'default', gateway: NODE_V6 });
+    // onlink: no wait for the kernel's (asynchronous) IPv6 prefix route before the gateway is accepted.
+    await nl.routes.add({ dst: 'default', gateway: NODE_V4, dev: 'eth0', onlink: true });
+    await nl.routes.add({ dst: 'default', gateway: NODE_V6, dev: 'eth0', onlink: true });
   } finally {
     ns.close();
   }

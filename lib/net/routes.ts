@@ -39,13 +39,17 @@ export interface RouteSpec {
   metric?: number;
   src?: string;
   protocol?: number;
+  /** Accept the gateway without a route to it (`onlink`; needs `dev`). */
+  onlink?: boolean;
 }
 
 const RTMSG_LEN = 12;
-const ROUTE_FIELDS = new Set(['dst', 'family', 'gateway', 'dev', 'table', 'type', 'scope', 'metric', 'src', 'protocol']);
+const RTNH_F_ONLINK = 4;
+const ROUTE_FIELDS = new Set(['dst', 'family', 'gateway', 'dev', 'table', 'type', 'scope', 'metric', 'src', 'protocol', 'onlink']);
 
-function rtmsg(af: number, dstLen: number, table: number, protocol: number, scope: number, type: number): Buffer {
+function rtmsg(af: number, dstLen: number, table: number, protocol: number, scope: number, type: number, flags = 0): Buffer {
   const b = Buffer.alloc(RTMSG_LEN);
+  b.writeUInt32LE(flags, 8);
   b.writeUInt8(af, 0);
   b.writeUInt8(dstLen, 1);
   b.writeUInt8(table > 255 ? 0 : table, 4);  // RT_TABLE_UNSPEC + RTA_TABLE for large ids
@@ -128,7 +132,7 @@ export class Routes {
     return out;
   }
 
-  /** Adds a route; EEXIST when present. Equivalent to: `ip route add ...`. */
+  /** Adds a route; EEXIST when present. Equivalent to: `ip route add ... [onlink]`. */
   add(spec: RouteSpec): Promise<void> {
     return this.modify(RTM.NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, spec, 'RTM_NEWROUTE');
   }
@@ -176,8 +180,9 @@ export class Routes {
     const table = tableId(spec.table);
     const protocol = spec.protocol === undefined ? (isDel ? 0 : 3 /* boot */) : u32(spec.protocol, 'protocol');
     if (protocol > 255) throw new RangeError(`protocol ${protocol} is out of range 0-255`);
+    if (spec.onlink && (spec.dev === undefined || !gw)) throw new TypeError('onlink needs dev and gateway');
     const w = new MsgWriter(type, NLM_F_REQUEST | NLM_F_ACK | flags)
-      .raw(rtmsg(afOf(dst.family), dst.prefixLen, table, protocol, scope, typeNo));
+      .raw(rtmsg(afOf(dst.family), dst.prefixLen, table, protocol, scope, typeNo, spec.onlink ? RTNH_F_ONLINK : 0));
     if (table > 255) w.u32(RTA.TABLE, table);
     if (dst.prefixLen > 0) w.attr(RTA.DST, dst.bytes);
     if (gw) w.attr(RTA.GATEWAY, gw.bytes);

@@ -41,6 +41,8 @@ describe.skipIf(!privileged())('routes over rtnetlink, cross-checked with ip -j'
     await nl.routes.add({ dst: 'default', gateway: '10.8.0.1' });
     await nl.routes.add({ dst: '192.0.2.0/24', gateway: '10.8.0.1', metric: 50, src: '10.8.0.2' });
     await nl.routes.add({ dst: '198.51.100.7', dev: 'r1' });
+    await nl.routes.add({ dst: '203.0.113.77', gateway: '192.0.2.254', dev: 'r1', onlink: true });  // gateway not on any subnet
+    expect(ipJson<IpRoute[]>(ns.name, 'route', 'show', '203.0.113.77')).toMatchObject([{ gateway: '192.0.2.254', dev: 'r1', flags: ['onlink'] }]);
     await nl.routes.add({ dst: 'fd00:99::/64', gateway: 'fd00:8::1' });
     await nl.routes.add({ dst: '203.0.113.0/24', type: 'blackhole', table: 100000 });
     const main4 = ipJson<IpRoute[]>(ns.name, 'route', 'show');
