@@ -28,7 +28,11 @@ export async function listenTcp(ns: Netns, opts: ListenTcpOptions, onConnection?
     udp: false, address: opts.address, port: opts.port, mark: opts.mark ?? 0, reusePort: opts.reusePort ?? false,
     transparent: opts.transparent ?? false, optional: false, backlog: opts.backlog ?? 511,
   }]);
-  const fd = opened!.fd!;
+  return adoptTcpServer(opened!.fd!, onConnection);
+}
+
+/** A net.Server driving a listening fd (Node owns the fd from here; closed if adoption fails). */
+export function adoptTcpServer(fd: number, onConnection?: (sock: net.Socket) => void): Promise<net.Server> {
   const server = net.createServer(onConnection);
   return new Promise((resolve, reject) => {
     server.once('error', (err) => {

@@ -6,13 +6,11 @@
 // tool — `iptables-nft-restore`'s xt-compat rules included — lands in a pod
 // at the cost of one sendmsg, and reads back identically with that tool.
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REQUEST } from './nl/codec.js';
-import { NFPROTO_UNSPEC, nfgenmsg, nfnlType } from './nl/nfnl.js';
+import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nftBatch, nfgenmsg, nfnlType } from './nl/nfnl.js';
 import type { Netns } from './netns.js';
 
-const SUBSYS = 10;  // NFNL_SUBSYS_NFTABLES
+const SUBSYS = NFNL_SUBSYS_NFTABLES;
 const MSG = { NEWTABLE: 0, GETTABLE: 1, NEWCHAIN: 3, GETCHAIN: 4, NEWRULE: 6, GETRULE: 7, GETSET: 10 } as const;
-const BATCH_BEGIN = 0x10;
-const BATCH_END = 0x11;
 
 // Attributes a dump reports that a create request must not carry (they name
 // existing objects or are kernel bookkeeping): by message, attribute numbers to keep.
@@ -131,9 +129,7 @@ export async function captureNft(ns: Netns, tables?: (family: number, name: stri
   add(tMsgs, MSG.NEWTABLE, 'table', NLM_F_CREATE);
   add(cMsgs, MSG.NEWCHAIN, 'chain', NLM_F_CREATE);
   add(rMsgs, MSG.NEWRULE, 'rule', NLM_F_CREATE | NLM_F_APPEND);
-  const begin = new MsgWriter(BATCH_BEGIN, NLM_F_REQUEST).raw(nfgenmsg(NFPROTO_UNSPEC, SUBSYS)).finish();
-  const end = new MsgWriter(BATCH_END, NLM_F_REQUEST).raw(nfgenmsg(NFPROTO_UNSPEC, SUBSYS)).finish();
-  return { batch: Buffer.concat([begin, ...msgs, end]), items };
+  return { batch: nftBatch(msgs), items };
 }
 
 /**

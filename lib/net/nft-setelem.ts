@@ -4,15 +4,13 @@
 // work. One batch per call, atomic; comments use libnftnl's udata layout so
 // `nft list` shows them.
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REQUEST, type RawMsg } from './nl/codec.js';
-import { NFPROTO_UNSPEC, nfgenmsg, nfnlType } from './nl/nfnl.js';
+import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nftBatch, nfgenmsg, nfnlType } from './nl/nfnl.js';
 import type { NlTransport } from './nl/transport.js';
 
-const SUBSYS = 10;  // NFNL_SUBSYS_NFTABLES
+const SUBSYS = NFNL_SUBSYS_NFTABLES;
 const NEWSETELEM = 12;
 const GETSETELEM = 13;
 const DELSETELEM = 14;
-const BATCH_BEGIN = 0x10;
-const BATCH_END = 0x11;
 const LIST = { TABLE: 1, SET: 2, ELEMENTS: 3 } as const;
 const ELEM = { KEY: 1, USERDATA: 6 } as const;
 const NFTA_LIST_ELEM = 1;
@@ -54,9 +52,7 @@ export function setElemBatch(family: number, table: string, ops: SetElemOp[]): B
     w.end().end();
     return w.finish();
   });
-  const begin = new MsgWriter(BATCH_BEGIN, NLM_F_REQUEST).raw(nfgenmsg(NFPROTO_UNSPEC, SUBSYS)).finish();
-  const end = new MsgWriter(BATCH_END, NLM_F_REQUEST).raw(nfgenmsg(NFPROTO_UNSPEC, SUBSYS)).finish();
-  return Buffer.concat([begin, ...msgs, end]);
+  return nftBatch(msgs);
 }
 
 export async function sendSetElems(nf: NlTransport, family: number, table: string, ops: SetElemOp[]): Promise<void> {

@@ -4,10 +4,9 @@
 // so the engine can write at once instead of exec'ing `iptables-save` or
 // `nft list` first (the read-back costs as much as the write).
 import { MsgWriter, NLM_F_DUMP, NLM_F_REQUEST } from '../net/nl/codec.js';
-import { NFPROTO_UNSPEC, nfgenmsg, nfnlType } from '../net/nl/nfnl.js';
+import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nfgenmsg, nfnlType } from '../net/nl/nfnl.js';
 import type { Netns } from '../net/netns.js';
 
-const NFNL_SUBSYS_NFTABLES = 10;
 const NFT_MSG_NEWTABLE = 0;
 const NFT_MSG_GETTABLE = 1;
 

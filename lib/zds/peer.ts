@@ -11,6 +11,7 @@ import * as dgram from 'node:dgram';
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import { native } from '../native.js';
+import { adoptTcpServer } from '../net/listen.js';
 import { connect, OwnedFd, type UnixConnection } from '../net/seqpacket.js';
 import { decodeRequest, encodeHello, encodeResponse, ZDS_MAX_RECORD, ZDS_VERSION_V1, type WorkloadInfo, type WorkloadRequest } from './codec.js';
 import { ZTUNNEL_SOCKET_PATH } from './server.js';
@@ -442,19 +443,10 @@ export class ZtunnelPeer extends EventEmitter {
     }
   }
 
-  #adoptTcp(proxy: Proxy, fd: number, port: number): Promise<net.Server> {
-    const server = net.createServer((sock) => this.#onConnection(proxy, port, sock));
-    return new Promise((resolve, reject) => {
-      server.once('error', (err) => {
-        native().fdClose(fd);
-        reject(err);
-      });
-      server.listen({ fd }, () => {
-        server.removeAllListeners('error');
-        server.on('error', (err) => this.emit('warning', err));
-        resolve(server);
-      });
-    });
+  async #adoptTcp(proxy: Proxy, fd: number, port: number): Promise<net.Server> {
+    const server = await adoptTcpServer(fd, (sock) => this.#onConnection(proxy, port, sock));
+    server.on('error', (err) => this.emit('warning', err));
+    return server;
   }
 
   #adoptUdp(proxy: Proxy, fd: number, v6: boolean, port: number): dgram.Socket {

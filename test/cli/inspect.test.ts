@@ -1,20 +1,9 @@
-import { describe, expect, it, vi } from 'vitest';
-import { main } from '../../lib/cli/main.js';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
 import { freshNetns, ip } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 
-async function capture(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((err += String(s)), true));
-  try {
-    return { code: await main(argv), out, err };
-  } finally {
-    o.mockRestore();
-    e.mockRestore();
-  }
-}
+const capture = (argv: string[]) => runCli(...argv);
 
 describe('podwire CLI', () => {
   it('prints help without a command and fails on an unknown one', async () => {

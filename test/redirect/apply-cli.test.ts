@@ -1,22 +1,11 @@
 // `podwire rules apply|verify|remove` in-process against a real netns.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../lib/cli/main.js';
+import { runCli } from '../helpers/cli.js';
 import { iptables } from '../../lib/net/iptables.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => { out += String(c); return true; });
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => { err += String(c); return true; });
-  try {
-    return { code: await main(argv), out, err };
-  } finally {
-    o.mockRestore();
-    e.mockRestore();
-  }
-}
+const run = runCli;
 
 afterEach(() => vi.restoreAllMocks());
 

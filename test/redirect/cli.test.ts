@@ -1,23 +1,12 @@
 // `podwire rules render` in-process against the goldens.
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../lib/cli/main.js';
+import { runCli } from '../helpers/cli.js';
 
 const FIX = new URL('../fixtures/istio/', import.meta.url);
 const read = (rel: string) => readFileSync(new URL(rel, FIX), 'utf8');
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => { out += String(c); return true; });
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => { err += String(c); return true; });
-  try {
-    return { code: await main(argv), out, err };
-  } finally {
-    o.mockRestore();
-    e.mockRestore();
-  }
-}
+const run = runCli;
 
 afterEach(() => vi.restoreAllMocks());
 

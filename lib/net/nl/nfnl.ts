@@ -1,6 +1,7 @@
 // nfnetlink framing and the ipset protocol's numbers, from the kernel UAPI
 // headers linux/netfilter/nfnetlink.h and linux/netfilter/ipset/ip_set.h
-// (protocol 7). Numbers only: the encoders live next to their users.
+// (protocol 7), and the nf_tables batch frame. The encoders live next to their users.
+import { MsgWriter, NLM_F_REQUEST } from './codec.js';
 
 export const NETLINK_NETFILTER = 12;
 export const NFNETLINK_V0 = 0;
@@ -26,6 +27,19 @@ export function nfgenmsg(family: number, resId = 0): Buffer {
 }
 
 export const NFGENMSG_LEN = 4;
+
+export const NFNL_SUBSYS_NFTABLES = 10;
+const NFNL_MSG_BATCH_BEGIN = 0x10;
+const NFNL_MSG_BATCH_END = 0x11;
+
+/**
+ * Wraps nf_tables messages in BATCH_BEGIN/END: the kernel applies them as
+ * one transaction (all or nothing). The whole buffer must go in one sendmsg.
+ */
+export function nftBatch(messages: Buffer[]): Buffer {
+  const frame = (type: number) => new MsgWriter(type, NLM_F_REQUEST).raw(nfgenmsg(NFPROTO_UNSPEC, NFNL_SUBSYS_NFTABLES)).finish();
+  return Buffer.concat([frame(NFNL_MSG_BATCH_BEGIN), ...messages, frame(NFNL_MSG_BATCH_END)]);
+}
 
 export const IPSET_PROTOCOL = 7;
 export const IPSET_MAXNAMELEN = 32;
