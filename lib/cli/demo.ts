@@ -64,12 +64,13 @@ export const command: Command = {
     const json = args.flags.has('json');
     const tty = process.stderr.isTTY === true && !json;
     const ac = new AbortController();
+    // Stay subscribed until the end: a second Ctrl-C must not kill the teardown half-way.
     const onSignal = () => {
-      process.stderr.write('\ninterrupted: tearing down...\n');
+      process.stderr.write(ac.signal.aborted ? 'still tearing down...\n' : '\ninterrupted: tearing down...\n');
       ac.abort();
     };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     let lastStage = '';
     try {
       const report = await runDemo({
