@@ -120,6 +120,9 @@ async function measure(path: PathDef, scale: number): Promise<{ samples: number[
   }
 }
 
+// Warm-up (not recorded): JIT, the engine's reference rule sets, the first sockets of each path.
+for (const path of paths) await measure(path, 30);
+
 const series: Series[] = [];
 const ratios: Record<string, [string, string]> = {};
 for (const scale of SCALES) {

@@ -51,6 +51,8 @@ export interface NetErrorDetails {
   extackOffset?: number;
   /** Index of the failing message inside a multi-message request. */
   index?: number;
+  /** The kernel's copy of the failing request message, when it sent one (ipset does). */
+  echo?: Buffer;
   cause?: unknown;
 }
 
@@ -68,6 +70,7 @@ export class NetError extends Error {
   declare readonly extack?: string;
   declare readonly extackOffset?: number;
   declare readonly index?: number;
+  declare readonly echo?: Buffer;
   /** Data received before a dump was interrupted (code DUMP_INTERRUPTED). */
   declare partial?: Buffer;
 
@@ -80,6 +83,7 @@ export class NetError extends Error {
     if (details.extack !== undefined) self.extack = details.extack;
     if (details.extackOffset !== undefined) self.extackOffset = details.extackOffset;
     if (details.index !== undefined) self.index = details.index;
+    if (details.echo !== undefined) self.echo = details.echo;
   }
 
   static {

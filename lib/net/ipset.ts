@@ -8,8 +8,8 @@ import {
   encodeNames, encodeTypeQuery, entryWireSize, familyName, normalizeEntry, validateCreate, validateSetName,
   type IpsetCreateOptions, type IpsetEntry, type IpsetFamily, type IpsetList, type IpsetType, type NormEntry,
 } from './ipset-codec.js';
-import { splitMessages } from './nl/codec.js';
-import { IPSET_CMD_NAMES } from './nl/nfnl.js';
+import { Attrs, splitMessages } from './nl/codec.js';
+import { IPSET_ATTR, IPSET_CMD_NAMES } from './nl/nfnl.js';
 import type { NlTransport } from './nl/transport.js';
 
 export type { IpsetCreateOptions, IpsetEntry, IpsetHeader, IpsetList, IpsetType, IpsetFamily, IpsetProto } from './ipset-codec.js';
@@ -196,19 +196,20 @@ export class Ipset {
 
   /**
    * Finds the element a failed ADT list stopped at. The kernel applied the
-   * list in order up to the failing element and reports that element's line
-   * number only inside its echo of the request, which the socket layer does
-   * not hand up; so the batch is replayed one element at a time. The replay
-   * uses `exist` semantics, which makes re-applying the already applied prefix
-   * a no-op, so it is exact whenever the failure was not IPSET_ERR_EXIST of a
-   * non-`exist` call. That one case is ambiguous after the fact (an element we
-   * just added and one that was there before look the same) and is reported
-   * with the batch range instead of an index.
+   * list in order up to the failing element and writes that element's line
+   * number into its copy of the request (NetError.echo), which is exact.
+   * Without that copy the batch is replayed one element at a time with
+   * `exist` semantics (re-applying the applied prefix is a no-op), exact
+   * unless the failure was IPSET_ERR_EXIST of a non-`exist` call: that case
+   * is ambiguous after the fact and is reported with the batch range.
    */
   private async locate(cmd: number, name: string, entries: NormEntry[], input: ReadonlyArray<string | IpsetEntry>,
                        s: number, e: number, exist: boolean, err: unknown): Promise<Where> {
     if (!(err instanceof NetError) || SET_LEVEL.has(err.code)) return {};
     if (e - s === 1) return { index: s, entry: input[s]! };
+    // The kernel's copy of the request carries the failing element's line number.
+    const line = err.echo ? echoedLineno(err.echo) : undefined;
+    if (line !== undefined && line >= 1 && line <= e - s) return { index: s + line - 1, entry: input[s + line - 1]! };
     if (!exist && err.code === 'IPSET_ERR_EXIST') return { batch: { start: s, end: e } };
     for (let i = s; i < e; i++) {
       try {
@@ -220,6 +221,13 @@ export class Ipset {
     }
     return { batch: { start: s, end: e } };
   }
+}
+
+/** IPSET_ATTR_LINENO of an echoed ipset request (nlmsghdr, nfgenmsg, attributes). */
+function echoedLineno(echo: Buffer): number | undefined {
+  if (echo.length < 20) return undefined;
+  // Written by us in network order; the kernel copies it back in the same order.
+  return new Attrs(echo, 20).u32be(IPSET_ATTR.LINENO);
 }
 
 interface Where {

@@ -13,6 +13,7 @@ struct ErrorInfo {
   std::string extack;       // kernel extended-ack message, if any
   int extackOffset = -1;    // kernel extended-ack offset, if any
   int index = -1;           // index of the failing message inside a request
+  std::string echo;         // the kernel's copy of the failing message, when it sent one
 
   bool failed() const { return err != 0; }
   static ErrorInfo Errno(int e, std::string op, std::string message = {}) {

@@ -15,6 +15,7 @@ Napi::Error MakeNetError(Napi::Env env, const ErrorInfo& info) {
   if (!info.extack.empty()) details.Set("extack", Napi::String::New(env, info.extack));
   if (info.extackOffset >= 0) details.Set("extackOffset", Napi::Number::New(env, info.extackOffset));
   if (info.index >= 0) details.Set("index", Napi::Number::New(env, info.index));
+  if (!info.echo.empty()) details.Set("echo", Napi::Buffer<char>::Copy(env, info.echo.data(), info.echo.size()));
   if (addon.netError.IsEmpty()) {
     Napi::Error e = Napi::Error::New(env, message);
     e.Set("errno", details.Get("errno"));

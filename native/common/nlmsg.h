@@ -60,6 +60,11 @@ struct Status {
   int error = 0;  // negative errno as the kernel sends it, 0 for ACK/DONE
   std::string extackMsg;
   int extackOffset = -1;
+  // The kernel's copy of the failing request when the error is not capped
+  // (ipset sends its own errors uncapped and writes the failing element's
+  // line number into that copy). Points into the decoded buffer.
+  const uint8_t* echo = nullptr;
+  size_t echoLen = 0;
 };
 
 // Decodes an NLMSG_ERROR message. Handles both capped (NETLINK_CAP_ACK) and
@@ -73,6 +78,12 @@ inline std::optional<Status> DecodeError(const uint8_t* msg, size_t len) {
   std::memcpy(&e, msg + NLMSG_HDRLEN, sizeof e);
   Status s;
   s.error = e.error;
+  const size_t echoAt = NLMSG_HDRLEN + offsetof(nlmsgerr, msg);
+  if (!(h.nlmsg_flags & NLM_F_CAPPED) && e.error < 0 && e.msg.nlmsg_len > sizeof(nlmsghdr) &&
+      e.msg.nlmsg_len <= len - echoAt) {
+    s.echo = msg + echoAt;
+    s.echoLen = e.msg.nlmsg_len;
+  }
   if (!(h.nlmsg_flags & NLM_F_ACK_TLVS)) return s;
   size_t off = NLMSG_HDRLEN + sizeof(nlmsgerr);
   // Without NLM_F_CAPPED the original payload is echoed after the header.

@@ -227,6 +227,7 @@ void NlSocket::Dispatch(const uint8_t* msg, size_t len) {
       p->err.extack = s.extackMsg;
       p->err.extackOffset = s.extackOffset;
       p->err.index = static_cast<int>(idx);
+      if (s.echo) p->err.echo.assign(reinterpret_cast<const char*>(s.echo), s.echoLen);
       p->err.message = p->op + ": " + (s.error > -4096 ? std::strerror(-s.error) : "error");
       if (!s.extackMsg.empty()) p->err.message += " (" + s.extackMsg + ")";
     }

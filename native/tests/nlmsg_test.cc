@@ -3,6 +3,7 @@
 #include "common/nlmsg.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -128,6 +129,12 @@ TEST(DecodeErrorSkipsEchoedPayloadWhenNotCapped) {
   auto s = nl::DecodeError(b.data(), b.size());
   CHECK(s.has_value());
   CHECK_EQ(s->extackMsg, std::string("nope"));
+  // The echoed request is handed up (ipset writes the failing line into it).
+  CHECK(s->echo == b.data() + NLMSG_HDRLEN + offsetof(nlmsgerr, msg));
+  CHECK_EQ(s->echoLen, static_cast<size_t>(NLMSG_HDRLEN + 8));
+  // A capped error has no echo.
+  auto capped = ErrorMsg(-EEXIST, 7, "x", 0);
+  CHECK(nl::DecodeError(capped.data(), capped.size())->echo == nullptr);
 }
 
 TEST(DecodeDoneCarriesStatus) {

@@ -195,14 +195,15 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
       const have = (await ipset.list('plain')).entries.map((e) => e.address);
       expect(new Set(have)).toEqual(new Set(Array.from({ length: 1700 }, (_, i) => v4(i))));
     }
-    // A pre-existing element in a non-exist batch: the kernel stops there, but
-    // which element it was cannot be told apart afterwards: the range is given.
+    // A pre-existing element in a non-exist batch: the kernel stops there and
+    // names its line in its copy of the request, so the element is exact.
     await ipset.flush('plain');
     await ipset.add('plain', v4(5));
     const dup = await thrown(ipset.add('plain', Array.from({ length: 10 }, (_, i) => v4(i))));
     expect(dup.code).toBe('IPSET_ERR_EXIST');
-    expect(dup.index).toBeUndefined();
-    expect(dup.batch).toEqual({ start: 0, end: 10 });
+    expect(dup.index).toBe(5);
+    expect(dup.entry).toBe(v4(5));
+    expect(dup.batch).toBeUndefined();
     expect(new Set((await ipset.list('plain')).entries.map((e) => e.address))).toEqual(new Set([0, 1, 2, 3, 4, 5].map(v4)));
   });
 });
