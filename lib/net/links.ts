@@ -1,8 +1,8 @@
 // Links (network interfaces) over rtnetlink, in iproute2's vocabulary.
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, splitMessages } from './nl/codec.js';
 import type { NlTransport } from './nl/transport.js';
-import { IFF, IFLA, IFLA_INFO, OPERSTATES, RTM, VETH_INFO_PEER } from './nl/rtnl.js';
-import { formatMac, parseMac } from './ip.js';
+import { DEVCONF_DISABLE_IPV6, IFF, IFLA, IFLA_INET6_CONF, IFLA_INFO, OPERSTATES, RTM, VETH_INFO_PEER } from './nl/rtnl.js';
+import { AF_INET6, formatMac, parseMac } from './ip.js';
 
 /** A link by name or ifindex. */
 export type LinkRef = string | number;
@@ -23,6 +23,11 @@ export interface Link {
   /** IFLA_LINK: the peer's ifindex for veth (in `linkNetnsId` when set). */
   parentIndex?: number;
   linkNetnsId?: number;
+  /**
+   * The link's `net.ipv6.conf.<link>.disable_ipv6`, read from its IPv6 devconf;
+   * absent when the link has no IPv6 state (IPv6 not available).
+   */
+  ipv6Disabled?: boolean;
 }
 
 /** Something that owns a netns fd: a `Netns`. */
@@ -102,6 +107,8 @@ export function parseLink(body: Buffer): Link {
   if (parent !== undefined && parent !== link.index && parent > 0) link.parentIndex = parent;
   const nsid = a.s32(IFLA.LINK_NETNSID);
   if (nsid !== undefined) link.linkNetnsId = nsid;
+  const conf = a.nested(IFLA.AF_SPEC)?.nested(AF_INET6)?.raw(IFLA_INET6_CONF);
+  if (conf && conf.length >= (DEVCONF_DISABLE_IPV6 + 1) * 4) link.ipv6Disabled = conf.readInt32LE(DEVCONF_DISABLE_IPV6 * 4) !== 0;
   return link;
 }
 

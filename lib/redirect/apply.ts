@@ -9,7 +9,6 @@ import type { Netns } from '../net/netns.js';
 import { applyIptables, readIptables, removeIptables } from './engine-iptables.js';
 import { applyNft, readNft, removeNft } from './engine-nft.js';
 import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
-import { readFacts } from './pristine.js';
 import { nativeNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
 import type { RuleModel } from './model.js';
 
@@ -58,12 +57,11 @@ export function apply(ns: Netns, model: RuleModel, opts: EngineOptions): Promise
   check(ns, model);
   checkOpts(opts, true);
   return serialised(ns, async () => {
-    // Both reads at once, sharing one look into the netns; then routing is written before any rule.
+    // Both reads at once; then routing is written before any rule.
     const sender = opts.nft ?? nativeNft;
-    const facts = readFacts(ns);
     const [routing, rules] = await Promise.all([
-      diffRouting(ns, model, facts),
-      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts), facts) : readNft(ns, model, sender),
+      diffRouting(ns, model),
+      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts)) : readNft(ns, model, sender),
     ]);
     const actions = await applyRouting(ns, routing);
     if (opts.backend === 'iptables') {

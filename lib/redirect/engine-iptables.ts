@@ -11,7 +11,7 @@ import { parseSave, type IptablesMode, type SavedRule, type SavedTable } from '.
 import type { Netns } from '../net/netns.js';
 import { execIptables, famNo, type IptablesRunner } from './engine-types.js';
 import { rulesOf, type Family, type RuleModel } from './model.js';
-import { packetFilterEmpty, type NetnsFacts } from './pristine.js';
+import { packetFilterEmpty } from './pristine.js';
 import { iptablesClone, iptablesReference, ipsetsOf } from './reference.js';
 import { replayNft } from '../net/nft-clone.js';
 import { iptablesRuleText, toIptablesRestore } from './render-iptables.js';
@@ -125,10 +125,10 @@ export function diffFamily(family: Family, ref: SavedTable[], live: SavedTable[]
 }
 
 /** The live state of every family of the model, compared with its reference. */
-export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOptions = {}, facts?: Promise<NetnsFacts>): Promise<FamilyState[]> {
+export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOptions = {}): Promise<FamilyState[]> {
   const runner = opts.runner ?? execIptables;
   // A netns with no packet-filter state at all (a new pod) has nothing to read back.
-  const empty = await packetFilterEmpty(ns, model.families.map(famNo), facts);
+  const empty = await packetFilterEmpty(ns, model.families.map(famNo));
   return Promise.all(model.families.map(async (family) => {
     const m = opts.mode ? { mode: opts.mode } : {};
     const [ref, liveText] = await Promise.all([

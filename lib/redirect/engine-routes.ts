@@ -8,18 +8,10 @@ import type { Netns } from '../net/netns.js';
 import type { Route, RouteSpec as NlRouteSpec } from '../net/routes.js';
 import type { Rule as PolicyRule } from '../net/rules.js';
 import { famNo } from './engine-types.js';
-import type { NetnsFacts } from './pristine.js';
 import type { AddressSpec, Family, PolicyRuleSpec, RouteSpec, RuleModel } from './model.js';
 
 const ALL_BITS = 0xffffffff;
 const hex = (n: number) => `0x${n.toString(16)}`;
-
-/** Is IPv6 usable in this netns (`net.ipv6.conf.{all,lo}.disable_ipv6` ≠ 1, IPv6 present)? */
-export async function ipv6Enabled(ns: Netns): Promise<boolean> {
-  // One switch into the netns for both; missing = no /proc/sys/net/ipv6 (IPv6 off in the kernel).
-  const { sysctl } = await ns.readMany({ sysctl: ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.lo.disable_ipv6'] });
-  return sysctl.every((v) => v !== undefined && v !== '1');
-}
 
 export const routeText = (r: RouteSpec) => `${r.family} ${r.type} ${parsePrefix(r.dst).prefixLen === 0 ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;
 export const policyText = (p: PolicyRuleSpec) =>
@@ -60,22 +52,19 @@ export interface RoutingDiff {
 }
 
 /** Reads the routing state of the model's tables and compares it with the model. */
-export async function diffRouting(ns: Netns, model: RuleModel, facts?: Promise<NetnsFacts>): Promise<RoutingDiff> {
-  const v6 = model.families.includes('ipv6') && (facts ? (await facts).ipv6 : await ipv6Enabled(ns));
-  const families = model.families.filter((f) => f === 'ipv4' || v6);
-  const on = <T extends { family: Family }>(xs: T[]) => xs.filter((x) => families.includes(x.family));
-  const wantRoutes = on(model.routes);
-  const wantRules = on(model.policyRules);
-  const wantAddrs = on(model.addresses);
+export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingDiff> {
   const diff: RoutingDiff = {
-    families, missingRoutes: [], foreignRoutes: [], presentRoutes: [], missingRules: [], foreignRules: [], presentRules: [],
+    families: [], missingRoutes: [], foreignRoutes: [], presentRoutes: [], missingRules: [], foreignRules: [], presentRules: [],
     missingAddresses: [], presentAddresses: [], ifindex: new Map(),
   };
-  if (wantRoutes.length + wantRules.length + wantAddrs.length === 0) return diff;
+  if (model.routes.length + model.policyRules.length + model.addresses.length === 0) {
+    diff.families = [...model.families];
+    return diff;
+  }
   const nl = await ns.netlink();
-  const tables = [...new Set([...wantRoutes.map((r) => r.table), ...wantRules.map((r) => r.table)])];
-  // Few requests: one link dump (names ↔ indexes), one route dump per table
-  // (both families), one rule dump (every family).
+  const tables = [...new Set([...model.routes.map((r) => r.table), ...model.policyRules.map((r) => r.table)])];
+  // Few requests: one link dump (names ↔ indexes, IPv6 state), one route dump
+  // per table (both families), one rule dump (every family).
   const [links, ruleList, ...perTable] = await Promise.all([
     nl.links.list(),
     nl.rules.list(),
@@ -85,6 +74,15 @@ export async function diffRouting(ns: Netns, model: RuleModel, facts?: Promise<N
       throw err;
     })),
   ]);
+  // IPv6 parts only when IPv6 is enabled inside the pod, as Istio reads it there:
+  // lo's disable_ipv6 (writing all.disable_ipv6 sets it on every link, lo included).
+  const v6 = model.families.includes('ipv6') && links.find((l) => l.name === 'lo')?.ipv6Disabled === false;
+  const families = model.families.filter((f) => f === 'ipv4' || v6);
+  diff.families = families;
+  const on = <T extends { family: Family }>(xs: T[]) => xs.filter((x) => families.includes(x.family));
+  const wantRoutes = on(model.routes);
+  const wantRules = on(model.policyRules);
+  const wantAddrs = on(model.addresses);
   const names = new Map(links.map((l) => [l.index, l.name]));
   diff.ifindex = new Map(links.map((l) => [l.name, l.index]));
   const routeDumps = new Map<string, Route[]>();

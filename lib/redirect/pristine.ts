@@ -26,31 +26,7 @@ export async function legacyTables(ns: Netns, families: Array<4 | 6>): Promise<s
 }
 
 /** True when neither nf_tables nor legacy xtables hold anything for these families. */
-export async function packetFilterEmpty(ns: Netns, families: Array<4 | 6>, facts?: Promise<NetnsFacts>): Promise<boolean> {
-  const [nft, legacy] = await Promise.all([
-    nftTableCount(ns),
-    facts ? facts.then((f) => families.map((fam) => f.legacy[fam])) : legacyTables(ns, families),
-  ]);
+export async function packetFilterEmpty(ns: Netns, families: Array<4 | 6>): Promise<boolean> {
+  const [nft, legacy] = await Promise.all([nftTableCount(ns), legacyTables(ns, families)]);
   return nft === 0 && legacy.every((t) => t.length === 0);
-}
-
-/** What the engine reads of a netns before writing, in one switch into it. */
-export interface NetnsFacts {
-  /** IPv6 usable inside (`net.ipv6.conf.{all,lo}.disable_ipv6` ≠ 1 and IPv6 present). */
-  ipv6: boolean;
-  /** Legacy xtables tables per family. */
-  legacy: { 4: string[]; 6: string[] };
-}
-
-export async function readFacts(ns: Netns): Promise<NetnsFacts> {
-  const { procNet, sysctl } = await ns.readMany({
-    procNet: ['ip_tables_names', 'ip6_tables_names'],
-    sysctl: ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.lo.disable_ipv6'],
-  });
-  const names = (t: string | undefined) => (t ?? '').split('\n').filter(Boolean);
-  return {
-    // Missing sysctls: no /proc/sys/net/ipv6, IPv6 is off in the kernel.
-    ipv6: sysctl.every((v) => v !== undefined && v !== '1'),
-    legacy: { 4: names(procNet[0]), 6: names(procNet[1]) },
-  };
 }

@@ -54,6 +54,16 @@ describe.skipIf(!privileged())('links over rtnetlink, cross-checked with ip -j',
     expect(ipJson<IpLink[]>(node.name, 'link', 'show').map((l) => l.ifname)).toEqual(['lo']);
   });
 
+  it("reads each link's IPv6 state (disable_ipv6) from its devconf", async () => {
+    const ns = await freshNetns();
+    const nl = await ns.netlink();
+    expect((await nl.links.get('lo')).ipv6Disabled).toBe(false);
+    await ns.sysctl.set('net.ipv6.conf.all.disable_ipv6', 1);  // propagates to every link
+    expect((await nl.links.get('lo')).ipv6Disabled).toBe(true);
+    await ns.sysctl.set('net.ipv6.conf.all.disable_ipv6', 0);
+    expect((await nl.links.list()).find((l) => l.name === 'lo')?.ipv6Disabled).toBe(false);
+  });
+
   it('reports kernel errors by code and bad input before any syscall', async () => {
     const ns = await freshNetns();
     const nl = await ns.netlink();

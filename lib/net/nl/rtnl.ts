@@ -11,8 +11,11 @@ export const RTM = {
 
 export const IFLA = {
   ADDRESS: 1, BROADCAST: 2, IFNAME: 3, MTU: 4, LINK: 5, MASTER: 10, TXQLEN: 13, OPERSTATE: 16,
-  LINKINFO: 18, NET_NS_FD: 28, EXT_MASK: 29, GROUP: 27, LINK_NETNSID: 37,
+  LINKINFO: 18, AF_SPEC: 26, NET_NS_FD: 28, EXT_MASK: 29, GROUP: 27, LINK_NETNSID: 37,
 } as const;
+/** IFLA_AF_SPEC → AF_INET6 → IFLA_INET6_CONF: the link's IPv6 devconf as s32s (linux/ipv6.h). */
+export const IFLA_INET6_CONF = 2;
+export const DEVCONF_DISABLE_IPV6 = 26;
 export const IFLA_INFO = { KIND: 1, DATA: 2, SLAVE_KIND: 4 } as const;
 export const VETH_INFO_PEER = 1;
 
