@@ -35,13 +35,21 @@ export class NetnsRef {
     if (--this.refs === 0) this.ns.close();
   }
 
-  /** Runs fn with a reference held, so a concurrent removal cannot close the fd under it. */
+  /**
+   * Runs fn with a reference held, so a concurrent removal cannot close the fd
+   * under it. The last concurrent user lets the netns's netlink sockets go:
+   * an enrolled pod keeps only its netns fd between operations.
+   */
   async use<T>(fn: (ns: Netns) => Promise<T>): Promise<T> {
     this.acquire();
+    this.users++;
     try {
       return await fn(this.ns);
     } finally {
+      if (--this.users === 0 && this.refs > 1) this.ns.closeNetlink();
       this.release();
     }
   }
+
+  private users = 0;
 }

@@ -197,6 +197,19 @@ export class Netns {
   }
 
   /**
+   * Releases this object's netlink handle (its sockets close when no other
+   * Netns of the same namespace uses them) while keeping the netns fd open.
+   * The next `netlink()` opens a new one. For long-lived holders of many
+   * namespaces (the node agent keeps every enrolled pod's fd) that only need
+   * netlink now and then.
+   */
+  closeNetlink(): void {
+    if (!this.#handle) return;
+    this.#handle = undefined;
+    releaseHandle(this.key);
+  }
+
+  /**
    * Runs a program inside this netns (argv only, no shell): the child is born
    * in the namespace. Like `ip netns exec NAME argv...` without its mount
    * namespace work.
