@@ -6,7 +6,8 @@
 // never between two states. The send step goes through an NftSender, so the
 // native nfnetlink path can replace the `nft` binary later.
 import type { Netns } from '../net/netns.js';
-import { nftTableCount } from './pristine.js';
+import { compileCached, verify as nftVerify } from '../net/nft-compile.js';
+import { nftTables } from './pristine.js';
 import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft.js';
 import { nativeNft, type NftSender } from './engine-types.js';
 import type { RuleModel } from './model.js';
@@ -155,10 +156,30 @@ export async function diffNft(model: RuleModel, live: NftRuleset, liveText: () =
   return st;
 }
 
-export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = nativeNft): Promise<NftState> {
+/**
+ * The netns's state against the model. `quick` (apply and verify; not
+ * remove, which needs the full plan) lets an unchanged netns be confirmed
+ * with one native netlink dump instead of listing it with `nft`.
+ */
+export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = nativeNft, quick = false): Promise<NftState> {
+  const tables = await nftTables(ns);
   // No nf_tables table at all (a new pod): nothing to list back.
-  if (await nftTableCount(ns) === 0) return diffNft(model, { tables: [] }, async () => '');
+  if (tables.length === 0) return diffNft(model, { tables: [] }, async () => '');
+  if (quick && sender === nativeNft && await unchanged(ns, model, tables)) return { drift: [], residue: true, tables: [] };
   return diffNft(model, await sender.list(ns), () => sender.listText(ns));
+}
+
+const NFPROTO_INET = 1;
+
+/** True when the netns holds exactly the model's tables, chains and rules (native dump and compare). */
+async function unchanged(ns: Netns, model: RuleModel, tables: Array<{ family: number; name: string }>): Promise<boolean> {
+  const compiled = compileCached(engineScript(model));
+  if (compiled.path !== 'netlink') return false;
+  // Our tables the script does not declare (an older configuration's) are drift the dump compare would not look at.
+  const declared = new Set(engineScript(model).split('\n').map((l) => /^add table inet (\S+)$/.exec(l)?.[1]).filter(Boolean));
+  const ours = new Set(model.tables.map((t) => t.nft));
+  if (tables.some((t) => t.family === NFPROTO_INET && ours.has(t.name) && !declared.has(t.name))) return false;
+  return (await nftVerify(ns, compiled)).ok;
 }
 
 /** The reconcile transaction: the engine script with our stale chains and tables deleted inside it. */
