@@ -1,4 +1,6 @@
 // podwire's public API. The native binding itself is never exported.
+
+// Network namespaces, rtnetlink, errors.
 export { Netns, NETNS_RUN_DIR } from './net/netns.js';
 export type { NetnsId, SpawnOptions, SpawnResult } from './net/netns.js';
 export { NetHandle } from './net/handle.js';
@@ -8,14 +10,37 @@ export type { Link, LinkRef, LinkSpec, LinkChanges } from './net/links.js';
 export type { Addr, AddrOptions } from './net/addrs.js';
 export type { Route, RouteSpec } from './net/routes.js';
 export type { Rule, RuleSpec } from './net/rules.js';
+export type { Neigh, NeighSpec } from './net/neigh.js';
 export { parseIp, formatIp, parsePrefix } from './net/ip.js';
 export type { Family } from './net/ip.js';
+
+// Sockets inside a netns; unix seqpacket sockets with fd passing.
 export { connectTcp } from './net/connect.js';
 export type { ConnectOptions } from './net/connect.js';
+export { listenTcp, udpSocket, udpExchange } from './net/listen.js';
+export type { ListenTcpOptions } from './net/listen.js';
+export { listen as listenUnix, connect as connectUnix, socketPair, OwnedFd, UnixConnection, UnixListener } from './net/seqpacket.js';
+
+// ipset (its API lives on the handle: `nl.ipset`), iptables and nft tools, native nftables.
+export type { IpsetEntry, IpsetCreateOptions, IpsetList, IpsetError } from './net/ipset.js';
 export { iptables } from './net/iptables.js';
 export type { IptablesMode, IptablesBackend, SavedTable, SavedChain, SavedRule } from './net/iptables.js';
 export { nft, Transaction } from './net/nft.js';
 export type { NftRuleset, NftTable, NftChain, NftRule, NftSet } from './net/nft.js';
+export { nftNative, NftBatchError } from './net/nft-compile.js';
+export { captureNft, replayNft } from './net/nft-clone.js';
+export type { NftClone } from './net/nft-clone.js';
 export { ToolError } from './net/tool-error.js';
-/** Redirection rule model, renderers (and, with the engine, apply/verify/remove). */
+
+/** Redirection rule model, renderers, and the apply/verify/remove engine. */
 export * as redirect from './redirect/index.js';
+
+// The ztunnel protocol and the enrollment pipeline.
+export { ZdsServer, ZTUNNEL_SOCKET_PATH } from './zds/server.js';
+export type { ZdsServerOptions, ZdsPod, ZdsPodProvider } from './zds/server.js';
+export { ZtunnelPeer } from './zds/peer.js';
+export { Dataplane } from './dataplane/dataplane.js';
+export { NodeDataplane } from './dataplane/node.js';
+export type { NodeDataplaneOptions } from './dataplane/node.js';
+export { EnrollError } from './dataplane/errors.js';
+export type { PodInfo, RuleBackend, ZtunnelSink, ProbeSet } from './dataplane/types.js';

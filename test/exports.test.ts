@@ -1,0 +1,16 @@
+// The package entry loads without touching the kernel and exposes the library.
+import { describe, expect, it } from 'vitest';
+import * as podwire from '../lib/index.js';
+
+describe('package exports', () => {
+  it('exposes the library surface', () => {
+    for (const name of ['Netns', 'NetError', 'isExist', 'isNotFound', 'connectTcp', 'listenTcp', 'listenUnix', 'connectUnix',
+      'iptables', 'nft', 'Transaction', 'nftNative', 'captureNft', 'replayNft', 'ZdsServer', 'ZtunnelPeer', 'Dataplane',
+      'NodeDataplane', 'EnrollError']) {
+      expect(podwire, name).toHaveProperty(name);
+    }
+    expect(typeof podwire.redirect.inpodRules).toBe('function');
+    expect(typeof podwire.redirect.apply).toBe('function');
+    expect(podwire.ZTUNNEL_SOCKET_PATH).toBe('/var/run/ztunnel/ztunnel.sock');
+  });
+});
