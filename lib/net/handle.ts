@@ -89,6 +89,5 @@ export function releaseHandle(key: string): void {
   const entry = cache.get(key);
   if (!entry || --entry.refs > 0) return;
   cache.delete(key);
-  // Closed after the current work: nobody holds it, and closing sockets need not delay the caller.
-  entry.handle.then((h) => setImmediate(() => h.close()), () => undefined);
+  entry.handle.then((h) => h.close(), () => undefined);
 }
