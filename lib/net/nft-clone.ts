@@ -74,6 +74,21 @@ function compatOf(exprs: Buffer): { proto: number; inv: boolean; xt: boolean } {
   return { proto, inv, xt };
 }
 
+/**
+ * A copy of a rule's expression list with every `counter` expression's
+ * packets and bytes zeroed: a replayed rule starts counting from zero, and
+ * two captures of the same rules compare equal whatever traffic they saw.
+ */
+function zeroCounters(exprs: Buffer): Buffer {
+  const copy = Buffer.from(exprs);
+  for (const [, elem] of new Attrs(copy).all) {
+    const e = new Attrs(elem);
+    if (e.str(1) !== 'counter') continue;
+    for (const [, value] of e.nested(2)?.all ?? []) value.fill(0);  // NFTA_COUNTER_BYTES, _PACKETS (and padding)
+  }
+  return copy;
+}
+
 function rebuild(type: number, family: number, body: Buffer, flags: number): Buffer {
   const cmd = type & 0xff;
   const keep = KEEP[cmd]!;
@@ -83,7 +98,7 @@ function rebuild(type: number, family: number, body: Buffer, flags: number): Buf
     if (!keep.has(attr)) continue;
     // Nested attributes keep their NLA_F_NESTED bit as the kernel sent them.
     const rawType = body.readUInt16LE(payload.byteOffset - body.byteOffset - 2);
-    w.attr(rawType, payload);
+    w.attr(rawType, cmd === MSG.NEWRULE && attr === 4 ? zeroCounters(payload) : payload);
   }
   const exprs = cmd === MSG.NEWRULE ? attrs.raw(4) : undefined;
   if (exprs && !attrs.has(5)) {
@@ -97,7 +112,9 @@ function rebuild(type: number, family: number, body: Buffer, flags: number): Buf
 
 /**
  * Dumps the nf_tables state of `ns` selected by `tables` (family number and
- * name; default: everything) into a replayable batch. Sets are not copied:
+ * name; default: everything) into a replayable batch. Two captures of the
+ * same state are byte-identical (handles dropped, counters zeroed), which
+ * also makes a capture a cheap exact comparison. Sets are not copied:
  * a ruleset that has any throws NftCloneUnsupported (their elements and any
  * set bindings need more than a replay).
  */

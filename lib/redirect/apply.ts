@@ -61,7 +61,7 @@ export function apply(ns: Netns, model: RuleModel, opts: EngineOptions): Promise
     const sender = opts.nft ?? nativeNft;
     const [routing, rules] = await Promise.all([
       diffRouting(ns, model),
-      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts)) : readNft(ns, model, sender, true),
+      opts.backend === 'iptables' ? readIptables(ns, model, ipt(opts), true) : readNft(ns, model, sender, true),
     ]);
     const actions = await applyRouting(ns, routing);
     if (opts.backend === 'iptables') {
@@ -91,7 +91,7 @@ export function verify(ns: Netns, model: RuleModel, opts: Partial<EngineOptions>
     const backend = opts.backend ?? await detect(ns, model, opts);
     const drift = routingDrift(await diffRouting(ns, model));
     if (backend === 'iptables') {
-      for (const st of await readIptables(ns, model, ipt(opts))) drift.push(...st.drift);
+      for (const st of await readIptables(ns, model, ipt(opts), true)) drift.push(...st.drift);
     } else {
       drift.push(...(await readNft(ns, model, opts.nft ?? nativeNft, true)).drift);
     }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { connectTcp } from '../../lib/net/connect.js';
 import { iptables } from '../../lib/net/iptables.js';
 import { captureNft, NftCloneUnsupported, replayNft } from '../../lib/net/nft-clone.js';
 import { inpodRules } from '../../lib/redirect/inpod.js';
@@ -25,6 +26,21 @@ describe.skipIf(!privileged('iptables-nft-restore', 'nft'))('nf_tables clone (ca
     expect(await save(pod, 'iptables-nft-save')).toBe(await save(ref, 'iptables-nft-save'));
     expect(await save(pod, 'ip6tables-nft-save')).toBe(await save(ref, 'ip6tables-nft-save'));
     expect(await save(pod, 'iptables-nft-save')).toContain('-A ISTIO_OUTPUT -p tcp -m mark --mark 0x111/0xfff -j ACCEPT');
+  });
+
+  it('captures the same state identically, whatever its counters saw (an exact cheap comparison)', async () => {
+    const model = inpodRules({ ipv6: false, dnsCapture: true });
+    const ns = await freshNetns();
+    await iptables.restore(ns, toIptablesRestore(model, 'ipv4'), { family: 4, noflush: true, mode: 'nft' });
+    const before = await captureNft(ns);
+    const counters = async () => (await ns.spawn(['iptables-nft-save', '-c'])).stdout.replace(/^#.*\n/gm, '');
+    const c0 = await counters();
+    // Traffic through the rules: connections to a closed local port.
+    for (let i = 0; i < 3; i++) await connectTcp(ns, '127.0.0.1', 9, { timeoutMs: 1000 }).catch(() => undefined);
+    expect(await counters()).not.toBe(c0);  // the kernel's counters moved...
+    expect((await captureNft(ns)).batch.equals(before.batch)).toBe(true);  // ...the capture did not
+    await iptables.run(ns, ['-t', 'nat', '-A', 'ISTIO_OUTPUT', '-p', 'udp', '-j', 'ACCEPT'], { family: 4, mode: 'nft' });
+    expect((await captureNft(ns)).batch.equals(before.batch)).toBe(false);  // a foreign rule is a difference
   });
 
   it('is one transaction: a conflicting object rejects the whole batch and names it', async () => {
