@@ -59,6 +59,7 @@ export class NodeDataplane {
     const node = new NodeDataplane(opts, probes);
     await node.dataplane.start();
     await apply(opts.host, node.hostRules, { backend: opts.backend });
+    await node.rules.prepare();  // the first pod should not pay for the engine's references
     node.zds?.listen();
     return node;
   }

@@ -2,7 +2,7 @@
 // the node-wide settings and each pod's annotations. Models are pure and
 // depend only on the configuration, so they are built once per distinct one.
 import type { Netns } from '../net/netns.js';
-import { apply, remove, verify, type EngineOptions } from '../redirect/apply.js';
+import { apply, prepare, remove, verify, type EngineOptions } from '../redirect/apply.js';
 import { inpodConfigFromPod } from '../redirect/annotations.js';
 import { inpodRules } from '../redirect/inpod.js';
 import type { RuleModel } from '../redirect/model.js';
@@ -38,6 +38,11 @@ export class RedirectRules implements RuleBackend {
       this.models.set(key, model);
     }
     return model;
+  }
+
+  /** Builds the engine's references for a pod without annotations (the common case) ahead of time. */
+  async prepare(): Promise<void> {
+    await prepare(this.modelFor({ uid: '', name: '', namespace: '', ips: [] }), this.engine);
   }
 
   async apply(ns: Netns, pod: PodInfo): Promise<void> {

@@ -7,8 +7,11 @@
 // serialised within this process.
 import type { Netns } from '../net/netns.js';
 import { applyIptables, readIptables, removeIptables } from './engine-iptables.js';
-import { applyNft, readNft, removeNft } from './engine-nft.js';
+import { applyNft, engineScript, readNft, removeNft } from './engine-nft.js';
 import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
+import { compileCached } from '../net/nft-compile.js';
+import { iptablesClone, iptablesReference, ipsetsOf, nftReference } from './reference.js';
+import { toIptablesRestore } from './render-iptables.js';
 import { nativeNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
 import type { RuleModel } from './model.js';
 
@@ -131,3 +134,24 @@ export function remove(ns: Netns, model: RuleModel, opts: EngineOptions): Promis
   });
 }
 
+
+/**
+ * Builds once what the engine compares pods against (the model loaded into
+ * a scratch netns and read back; the compiled nft batch; the iptables-nft
+ * capture), so that the first pod does not pay for it. Optional: everything
+ * is built on first use otherwise.
+ */
+export async function prepare(model: RuleModel, opts: EngineOptions): Promise<void> {
+  checkOpts(opts, true);
+  if (opts.backend === 'iptables') {
+    const mode = opts.iptablesMode;
+    await Promise.all([
+      iptablesClone(model, mode),
+      ...model.families.map((f) => iptablesReference(toIptablesRestore(model, f), f, mode, ipsetsOf(model, f))),
+    ]);
+  } else {
+    const script = engineScript(model);
+    compileCached(script);
+    await nftReference(script);
+  }
+}

@@ -15,6 +15,6 @@ export { toNft, nftRuleText } from './render-nft.js';
 export { parseGoBool, type PortSpec, type CidrSpec } from './validate.js';
 export { inpodTables, hostTables, sidecarTables } from './tables.js';
 export {
-  apply, verify, remove, execIptables, execNft, nativeNft,
+  apply, verify, remove, prepare, execIptables, execNft, nativeNft,
   type ApplyResult, type Backend, type DriftReport, type EngineOptions, type IptablesRunner, type NftSender, type RemoveResult,
 } from './apply.js';
