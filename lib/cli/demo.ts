@@ -85,10 +85,13 @@ export const command: Command = {
       });
       process.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : summary(report));
       return report.ok ? 0 : 1;
+    } catch (err) {
+      if (!ac.signal.aborted) throw err;
+      process.stderr.write('podwire demo: interrupted; everything it made is removed\n');
+      return 130;  // as a shell reports SIGINT
     } finally {
       process.removeListener('SIGINT', onSignal);
       process.removeListener('SIGTERM', onSignal);
-      if (ac.signal.aborted) process.exitCode = 130;
     }
   },
 };
