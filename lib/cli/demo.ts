@@ -47,12 +47,15 @@ export const command: Command = {
     '  --no-ipv6       IPv4 only (default: dual stack)',
     '  --json          print the report as JSON',
     '  --keep          leave the namespaces up afterwards (prints how to look around and tear down)',
+    '  --prefix P      namespace name prefix (default pwdemo-<pid>-; lowercase letters, digits, -)',
     '',
     'Everything lives in namespaces named pwdemo-<pid>-*; the machine\'s own network is never touched.',
     'Needs root (or CAP_NET_ADMIN + CAP_SYS_ADMIN). Exits non-zero if any check failed.',
   ].join('\n'),
   async run(argv) {
-    const args = parseArgs(argv, { booleans: ['cni', 'json', 'keep', 'no-ipv6'], strings: ['pods', 'backend'] });
+    const args = parseArgs(argv, { booleans: ['cni', 'json', 'keep', 'no-ipv6'], strings: ['pods', 'backend', 'prefix'] });
+    const prefix = args.values.get('prefix');
+    if (prefix !== undefined && !/^[a-z][a-z0-9-]{0,39}$/.test(prefix)) throw new UsageError(`--prefix must be lowercase letters, digits and -, got ${prefix}`);
     const podsText = args.values.get('pods') ?? '20';
     if (!/^\d+$/.test(podsText)) throw new UsageError(`--pods must be a number, got ${podsText}`);
     const pods = Number(podsText);
@@ -75,6 +78,7 @@ export const command: Command = {
     try {
       const report = await runDemo({
         pods, backend, cni: args.flags.has('cni'), keep: args.flags.has('keep'), ipv6: !args.flags.has('no-ipv6'),
+        ...(prefix !== undefined ? { prefix } : {}),
         signal: ac.signal,
         progress: (stage, done, total) => {
           if (json) return;

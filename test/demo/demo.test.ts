@@ -39,7 +39,7 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ipset'))('podwire demo',
       expect(await main(['demo', '--pods', 'many'])).toBe(2);
       expect(await main(['demo', '--backend', 'pf'])).toBe(2);
       expect(err).toContain('--pods must be a number');
-      expect(await main(['demo', '--pods', '2', '--json', '--no-ipv6'])).toBe(0);
+      expect(await main(['demo', '--pods', '2', '--json', '--no-ipv6', '--prefix', `pwt-${process.pid}-cli-`])).toBe(0);
     } finally {
       o.mockRestore();
       e.mockRestore();
@@ -47,6 +47,15 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ipset'))('podwire demo',
     const report = JSON.parse(out) as { ok: boolean; checks: Array<{ name: string }> };
     expect(report.ok).toBe(true);
     expect(report.checks.map((c) => c.name)).not.toContain('outbound-v6');
+  });
+
+  it('an interrupted run tears down everything it made', async () => {
+    const prefix = `pwt-${process.pid}-demo-int-`;
+    const ac = new AbortController();
+    const run = runDemo({ pods: 40, backend: 'nftables', prefix, signal: ac.signal,
+      progress: (stage, done) => { if (stage === 'enrolling' && done >= 5) ac.abort(); } });
+    await expect(run).rejects.toMatchObject({ code: 'ABORT_ERR' });
+    expect(leftovers(prefix)).toEqual([]);
   });
 
   it('its checks fail on a node whose pods are not enrolled (they are not hollow)', async () => {
