@@ -67,6 +67,8 @@ export interface NativeBinding {
   fdClose(fd: number): void;
   nsCreate(dir: string, name: string): Promise<void>;
   nsRemove(path: string): void;
+  /** A new netns with no name; the fd is its only reference. */
+  nsCreateAnonymous(): Promise<NativeNsId & { fd: number }>;
   sysctlGet(nsFd: number, path: string): Promise<string>;
   sysctlSet(nsFd: number, path: string, value: string): Promise<void>;
   /** Reads several files inside the netns in one job; null for a missing file. */

@@ -13,7 +13,7 @@ Napi::Value NotSupported(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "sysctlGet", "sysctlSet", "readFiles",
+  for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "nsCreateAnonymous", "sysctlGet", "sysctlSet", "readFiles",
                            "spawn", "nlOpen", "nlOpenSync", "counters", "nsSocket", "NlSocket",
                            "UnixSocket", "unixListen", "unixConnect", "unixPair", "fdDup", "inetOpen", "inetOriginalDst",
                            "nftEncode", "nftDecode", "nftDumpRequest", "nlOpenMany"})

@@ -129,6 +129,16 @@ export class Netns {
     return Netns.open(join(dir, name));
   }
 
+  /**
+   * Creates a netns with no name (nothing under /run/netns): the returned
+   * object's fd is its only reference, so the namespace disappears when it is
+   * closed (and nothing else, such as a socket or process, lives in it).
+   */
+  static async createAnonymous(): Promise<Netns> {
+    const { fd, dev, ino } = await native().nsCreateAnonymous();
+    return new Netns(`anonymous netns ${dev}:${ino}`, fd, { dev, ino });
+  }
+
   /** Unmounts and deletes a named netns (`ip netns del`). ENOENT when missing. */
   static remove(name: string, opts: { dir?: string } = {}): void {
     native().nsRemove(join(opts.dir ?? NETNS_RUN_DIR, validateName(name)));

@@ -14,14 +14,10 @@ import { rulesOf } from './model.js';
 import { nftTableCount } from './pristine.js';
 import { toIptablesRestore } from './render-iptables.js';
 
-let scratchNo = 0;
-
-/** Runs `fn` in a new netns nobody else can see (unmounted before use; gone when closed). */
+/** Runs `fn` in a new netns nobody else can see (it has no name; gone when closed). */
 export async function withScratchNetns<T>(fn: (ns: Netns) => Promise<T>): Promise<T> {
-  const name = `pwref-${process.pid}-${++scratchNo}`;
-  const ns = await Netns.create(name);
+  const ns = await Netns.createAnonymous();
   try {
-    Netns.remove(name);
     return await fn(ns);
   } finally {
     ns.close();

@@ -78,6 +78,28 @@ Napi::Value NsCreate(const Napi::CallbackInfo& info) {
       [](Napi::Env env, S&) { return env.Undefined(); });
 }
 
+// nsCreateAnonymous() → Promise<{fd, dev, ino}>: a netns with no name (see netns_ops.h).
+Napi::Value NsCreateAnonymous(const Napi::CallbackInfo& info) {
+  struct S {
+    netns::NsId id;
+    UniqueFd fd;
+  };
+  auto st = std::make_shared<S>();
+  return RunJob<S>(
+      info.Env(), st,
+      [](S& s) {
+        ErrorInfo err;
+        bool restored;
+        s.fd = netns::CreateAnonymousNetns(&s.id, &err, &restored);
+        return err;
+      },
+      [](Napi::Env env, S& s) -> Napi::Value {
+        Napi::Object o = IdObject(env, s.id);
+        o.Set("fd", Napi::Number::New(env, s.fd.release()));  // ownership passes to the TS Netns
+        return o;
+      });
+}
+
 Napi::Value NsRemove(const Napi::CallbackInfo& info) {
   ErrorInfo err = netns::RemoveNetns(info[0].As<Napi::String>().Utf8Value());
   if (err.failed()) throw MakeNetError(info.Env(), err);
@@ -329,6 +351,7 @@ void RegisterNetns(Napi::Env env, Napi::Object exports) {
   exports.Set("fdClose", Napi::Function::New<FdClose>(env, "fdClose"));
   exports.Set("nsCreate", Napi::Function::New<NsCreate>(env, "nsCreate"));
   exports.Set("nsRemove", Napi::Function::New<NsRemove>(env, "nsRemove"));
+  exports.Set("nsCreateAnonymous", Napi::Function::New<NsCreateAnonymous>(env, "nsCreateAnonymous"));
   exports.Set("sysctlGet", Napi::Function::New<SysctlGet>(env, "sysctlGet"));
   exports.Set("sysctlSet", Napi::Function::New<SysctlSet>(env, "sysctlSet"));
   exports.Set("readFiles", Napi::Function::New<ReadFiles>(env, "readFiles"));

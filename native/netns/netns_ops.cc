@@ -140,6 +140,29 @@ ErrorInfo CreateNetns(const std::string& dir, const std::string& name, bool* res
   return result;
 }
 
+UniqueFd CreateAnonymousNetns(NsId* id, ErrorInfo* err, bool* restored) {
+  *restored = true;
+  UniqueFd orig(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!orig.valid()) {
+    *err = Fail("open", "open /proc/thread-self/ns/net");
+    return {};
+  }
+  if (unshare(CLONE_NEWNET) != 0) {
+    *err = Fail("unshare", "unshare(CLONE_NEWNET)");
+    return {};
+  }
+  UniqueFd fd(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) *err = Fail("open", "open the new netns");
+  if (setns(orig.get(), CLONE_NEWNET) != 0) {
+    *restored = false;
+    ThreadPoisoned() = true;
+    *err = Fail("setns", "restore original netns");
+    return {};
+  }
+  if (fd.valid() && !StatNetns(fd.get(), id, err)) return {};
+  return fd;
+}
+
 ErrorInfo RemoveNetns(const std::string& path) {
   if (umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
     return Fail("umount", "unmount " + path);

@@ -44,6 +44,11 @@ ErrorInfo RunInNetns(int targetFd, const std::function<ErrorInfo()>& fn, bool* r
 // Restores the calling thread's netns. Leaves nothing behind on failure.
 ErrorInfo CreateNetns(const std::string& dir, const std::string& name, bool* restored);
 
+// Creates a new netns that has no name: unshares on the calling thread,
+// opens the new namespace, switches back. The returned fd is its only
+// reference; the namespace goes away when the fd (and anything inside) does.
+UniqueFd CreateAnonymousNetns(NsId* id, ErrorInfo* err, bool* restored);
+
 // Detaches the mount at `path` and removes the file (`ip netns del`).
 ErrorInfo RemoveNetns(const std::string& path);
 

@@ -114,6 +114,25 @@ TEST(CreateRunInRemoveRestoresTheThread) {
   rmdir(dir.c_str());
 }
 
+TEST(AnonymousNetnsHasItsOwnInodeAndRestoresTheThread) {
+  if (geteuid() != 0) {
+    if (std::getenv("CI")) CHECK(false);
+    return;
+  }
+  std::thread t([] {
+    uint64_t before = ThreadNetnsIno();
+    netns::NsId id;
+    ErrorInfo err;
+    bool restored = false;
+    UniqueFd fd = netns::CreateAnonymousNetns(&id, &err, &restored);
+    CHECK(fd.valid());
+    CHECK(restored);
+    CHECK(id.ino != before);
+    CHECK_EQ(ThreadNetnsIno(), before);
+  });
+  t.join();
+}
+
 TEST(SpawnFeedsStdinAndEnforcesTimeout) {
   bool restored;
   netns::SpawnOptions so;

@@ -32,6 +32,22 @@ describe.skipIf(!privileged())('Netns', () => {
     expect(() => Netns.remove(name)).toThrow(expect.objectContaining({ code: 'ENOENT' }));
   });
 
+  it('creates a netns with no name that lives as long as its fd', async () => {
+    const before = Netns.list();
+    const ns = await Netns.createAnonymous();
+    try {
+      expect(Netns.list()).toEqual(before);  // nothing under /run/netns
+      expect((await ns.spawn(['readlink', '/proc/self/ns/net'])).stdout.trim()).toBe(`net:[${ns.id.ino}]`);
+      const current = Netns.current();
+      expect(ns.equals(current)).toBe(false);
+      current.close();
+      const nl = await ns.netlink();
+      expect((await nl.links.list()).map((l) => l.name)).toEqual(['lo']);
+    } finally {
+      ns.close();
+    }
+  });
+
   it('identifies namespaces by device and inode, whatever the path', async () => {
     const a = await freshNetns();
     const again = Netns.open(`/run/netns/${a.name}`);
