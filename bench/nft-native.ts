@@ -96,7 +96,7 @@ async function main(): Promise<void> {
   // The same, with the four route/rule messages in one rtnetlink request (one sendmsg).
   const batchedLaps = new Map<string, number[]>();
   const batched = await perPod(N, async (ns, lap) => {
-    const [route, nf] = await native().nlOpenMany(ns.fd, [0, 12]);
+    const [route, nf] = await native().nlOpen(ns.fd, [0, 12]);
     const rt = new SocketTransport(route!);
     const nl = new NetHandle(ns.key, rt, new SocketTransport(nf!));
     lap('handle open');
@@ -121,7 +121,7 @@ async function main(): Promise<void> {
 
   // Handle open as it was before: one job (thread) per socket, in parallel.
   const twoJobs = await perPod(N, async (ns) => {
-    const socks = await Promise.all([native().nlOpen(0, ns.fd), native().nlOpen(12, ns.fd)]);
+    const socks = (await Promise.all([native().nlOpen(ns.fd, [0]), native().nlOpen(ns.fd, [12])])).flat();
     for (const s of socks) s.close();
   });
   series.push({ label: '  handle open, 2 parallel jobs (previous)', samples: twoJobs, notes: { n: N } });

@@ -27,7 +27,6 @@ export interface NativeNlSocket {
   readonly pending: number;
   /** Sends one or more messages (sequence numbers are rewritten in place). */
   request(msgs: Buffer, op: string, atomic?: boolean): Promise<Buffer | undefined>;
-  requestSync(msgs: Buffer, op: string, atomic?: boolean): Buffer | undefined;
   close(): void;
 }
 
@@ -69,14 +68,13 @@ export interface NativeBinding {
   nsRemove(path: string): void;
   /** A new netns with no name; the fd is its only reference. */
   nsCreateAnonymous(): Promise<NativeNsId & { fd: number }>;
-  sysctlGet(nsFd: number, path: string): Promise<string>;
   sysctlSet(nsFd: number, path: string, value: string): Promise<void>;
   /** Reads several files inside the netns in one job; null for a missing file. */
   readFiles(nsFd: number, paths: string[]): Promise<Array<string | null>>;
   spawn(nsFd: number, argv: string[], env: string[], cwd: string | null, stdin: Buffer | null,
         timeoutMs: number): Promise<NativeSpawnResult>;
-  nlOpen(protocol: number, nsFd: number): Promise<NativeNlSocket>;
-  nlOpenSync(protocol: number, nsFd: number): NativeNlSocket;
+  /** Netlink sockets created inside the netns (-1: this one), in one job. */
+  nlOpen(nsFd: number, protocols: number[]): Promise<NativeNlSocket[]>;
   counters(): { jobsPending: number; children: number };
   /** A socket created inside the netns (-1: this one); the caller owns the fd. */
   nsSocket(nsFd: number, domain: number, type: number, protocol: number, mark: number): Promise<number>;
@@ -97,8 +95,6 @@ export interface NativeBinding {
   nftDecode(messages: Buffer): NftObject[];
   /** One NLM_F_DUMP request for NFT_MSG_GET* (table/set filter where it applies). */
   nftDumpRequest(msg: number, family: number, table?: string, set?: string): Buffer;
-  /** Creates several netlink sockets inside the netns in one job (one thread, one setns). */
-  nlOpenMany(nsFd: number, protocols: number[]): Promise<NativeNlSocket[]>;
 }
 
 // The package root: the nearest directory above this module whose

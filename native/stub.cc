@@ -13,10 +13,10 @@ Napi::Value NotSupported(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "nsCreateAnonymous", "sysctlGet", "sysctlSet", "readFiles",
-                           "spawn", "nlOpen", "nlOpenSync", "counters", "nsSocket", "NlSocket",
+  for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "nsCreateAnonymous", "sysctlSet", "readFiles",
+                           "spawn", "nlOpen", "counters", "nsSocket", "NlSocket",
                            "UnixSocket", "unixListen", "unixConnect", "unixPair", "fdDup", "inetOpen", "inetOriginalDst",
-                           "nftEncode", "nftDecode", "nftDumpRequest", "nlOpenMany"})
+                           "nftEncode", "nftDecode", "nftDumpRequest"})
     exports.Set(name, Napi::Function::New<NotSupported>(env, name));
   exports.Set("platformSupported", Napi::Boolean::New(env, false));
   return exports;

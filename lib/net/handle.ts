@@ -43,7 +43,7 @@ export class NetHandle {
     // Both sockets from one job: one thread and one setns round trip (a job
     // thread costs ~100 µs here, most of a handle open). On failure the
     // native side closes whatever it had created.
-    const [route, nf] = await native().nlOpenMany(nsFd, [NETLINK_ROUTE, NETLINK_NETFILTER]);
+    const [route, nf] = await native().nlOpen(nsFd, [NETLINK_ROUTE, NETLINK_NETFILTER]);
     return new NetHandle(key, new SocketTransport(route!), new SocketTransport(nf!));
   }
 

@@ -264,8 +264,8 @@ export class Netns {
    * Reads `/proc/net/FILE` as seen from inside this netns (e.g. `ip_tables_names`,
    * `dev`, `snmp`). ENOENT when the file does not exist (module not loaded).
    */
-  readProcNet(file: string): Promise<string> {
-    return this.#use(() => native().sysctlGet(this.#fd, procNetPath(file)));
+  async readProcNet(file: string): Promise<string> {
+    return this.#readOne(procNetPath(file));
   }
 
   /**
@@ -283,13 +283,19 @@ export class Netns {
 
   /** `/proc/sys/net/...` of this netns. */
   readonly sysctl = {
-    get: (key: string): Promise<string> =>
-      this.#use(() => native().sysctlGet(this.fd, sysctlPath(key))).then((v) => v.trim()),
+    get: async (key: string): Promise<string> => (await this.#readOne(sysctlPath(key))).trim(),
     set: (key: string, value: string | number): Promise<void> => {
       if (typeof value !== 'string' && typeof value !== 'number') throw new TypeError('sysctl value must be a string or number');
       return this.#use(() => native().sysctlSet(this.fd, sysctlPath(key), String(value)));
     },
   };
+
+  // One file read inside the netns; a missing one is NetError ENOENT.
+  async #readOne(path: string): Promise<string> {
+    const [value] = await this.#use(() => native().readFiles(this.#fd, [path]));
+    if (value === null || value === undefined) throw new NetError(`open ${path}: no such file in netns ${this.path}`, { errno: osc.errno.ENOENT, op: 'open' });
+    return value;
+  }
 
   #check(): void {
     if (this.#closed) throw new NetError(`netns ${this.path} is closed`, { errno: osc.errno.EBADF, op: 'netns' });

@@ -106,23 +106,8 @@ Napi::Value NsRemove(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// sysctlGet(fd, path) / sysctlSet(fd, path, value): /proc/sys/net resolves
-// against the netns of the reading *thread*, so this runs switched.
-Napi::Value SysctlGet(const Napi::CallbackInfo& info) {
-  struct S {
-    int fd;
-    std::string path, out;
-  };
-  auto st = std::make_shared<S>(S{info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::String>().Utf8Value(), {}});
-  return RunJob<S>(
-      info.Env(), st,
-      [](S& s) {
-        bool restored;
-        return netns::RunInNetns(s.fd, [&] { return netns::ReadFile(s.path, &s.out); }, &restored);
-      },
-      [](Napi::Env env, S& s) { return Napi::String::New(env, s.out); });
-}
-
+// sysctlSet(fd, path, value): /proc/sys/net resolves against the netns of
+// the writing *thread*, so this runs switched (reads go through readFiles).
 Napi::Value SysctlSet(const Napi::CallbackInfo& info) {
   struct S {
     int fd;
@@ -231,64 +216,42 @@ Napi::Value Spawn(const Napi::CallbackInfo& info) {
       /*dedicated=*/true);
 }
 
-Napi::Object WrapSocket(Napi::Env env, int fd, int protocol) {
-  return Addon::Of(env).nlSocketCtor.New({Napi::Number::New(env, fd), Napi::Number::New(env, protocol)});
-}
-
-ErrorInfo CreateSocketIn(int nsFd, int protocol, UniqueFd* out) {
-  ErrorInfo err;
-  if (nsFd < 0) {
-    *out = NlSocket::CreateFd(protocol, &err);
-    return err;
-  }
-  bool restored;
-  return netns::RunInNetns(nsFd, [&] {
-    ErrorInfo e;
-    *out = NlSocket::CreateFd(protocol, &e);
-    return e;
-  }, &restored);
-}
-
-// nlOpen(protocol, nsFd) → Promise<NlSocket>: the socket is created inside
-// the netns once; the netns binding stays with the socket for its life.
+// nlOpen(nsFd, protocols) → Promise<NlSocket[]>: netlink sockets created
+// inside the netns (-1: this one) in one job; each stays bound to that netns
+// for its life and is used from the JS thread from then on.
 Napi::Value NlOpen(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
   struct S {
-    int protocol, nsFd;
-    UniqueFd fd;
+    int nsFd = -1;
+    std::vector<int> protocols;
+    std::vector<UniqueFd> fds;
   };
   auto st = std::make_shared<S>();
-  st->protocol = info[0].As<Napi::Number>().Int32Value();
-  st->nsFd = info[1].As<Napi::Number>().Int32Value();
-  if (st->nsFd < 0) {
-    ErrorInfo err;
-    UniqueFd fd = NlSocket::CreateFd(st->protocol, &err);
-    auto d = Napi::Promise::Deferred::New(env);
-    if (!fd.valid()) d.Reject(MakeNetError(env, err).Value());
-    else d.Resolve(WrapSocket(env, fd.release(), st->protocol));
-    return d.Promise();
-  }
+  st->nsFd = info[0].As<Napi::Number>().Int32Value();
+  auto arr = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < arr.Length(); ++i) st->protocols.push_back(arr.Get(i).As<Napi::Number>().Int32Value());
   return RunJob<S>(
-      env, st, [](S& s) { return CreateSocketIn(s.nsFd, s.protocol, &s.fd); },
-      [](Napi::Env env, S& s) -> Napi::Value { return WrapSocket(env, s.fd.release(), s.protocol); });
-}
-
-// nlOpenSync(protocol, nsFd): for short-lived processes (the CNI plugin).
-// Still switches on a dedicated thread, which the JS thread joins.
-Napi::Value NlOpenSync(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  int protocol = info[0].As<Napi::Number>().Int32Value();
-  int nsFd = info[1].As<Napi::Number>().Int32Value();
-  UniqueFd fd;
-  ErrorInfo err;
-  if (nsFd < 0) {
-    err = CreateSocketIn(-1, protocol, &fd);
-  } else {
-    std::thread t([&] { err = CreateSocketIn(nsFd, protocol, &fd); });
-    t.join();
-  }
-  if (err.failed() || !fd.valid()) throw MakeNetError(env, err);
-  return WrapSocket(env, fd.release(), protocol);
+      info.Env(), st,
+      [](S& s) {
+        auto create = [&]() -> ErrorInfo {
+          for (int p : s.protocols) {
+            ErrorInfo e;
+            UniqueFd fd = NlSocket::CreateFd(p, &e);
+            if (!fd.valid()) return e;  // the ones made so far close with the state
+            s.fds.push_back(std::move(fd));
+          }
+          return {};
+        };
+        if (s.nsFd < 0) return create();
+        bool restored;
+        return netns::RunInNetns(s.nsFd, create, &restored);
+      },
+      [](Napi::Env env, S& s) -> Napi::Value {
+        Napi::Function ctor = Addon::Of(env).nlSocketCtor.Value();
+        Napi::Array out = Napi::Array::New(env, s.fds.size());
+        for (size_t i = 0; i < s.fds.size(); ++i)  // each NlSocket owns its fd from here
+          out.Set(static_cast<uint32_t>(i), ctor.New({Napi::Number::New(env, s.fds[i].release()), Napi::Number::New(env, s.protocols[i])}));
+        return out;
+      });
 }
 
 // socket(nsFd, domain, type, protocol, mark) → Promise<fd>: a socket created
@@ -352,12 +315,10 @@ void RegisterNetns(Napi::Env env, Napi::Object exports) {
   exports.Set("nsCreate", Napi::Function::New<NsCreate>(env, "nsCreate"));
   exports.Set("nsRemove", Napi::Function::New<NsRemove>(env, "nsRemove"));
   exports.Set("nsCreateAnonymous", Napi::Function::New<NsCreateAnonymous>(env, "nsCreateAnonymous"));
-  exports.Set("sysctlGet", Napi::Function::New<SysctlGet>(env, "sysctlGet"));
   exports.Set("sysctlSet", Napi::Function::New<SysctlSet>(env, "sysctlSet"));
   exports.Set("readFiles", Napi::Function::New<ReadFiles>(env, "readFiles"));
   exports.Set("spawn", Napi::Function::New<Spawn>(env, "spawn"));
   exports.Set("nlOpen", Napi::Function::New<NlOpen>(env, "nlOpen"));
-  exports.Set("nlOpenSync", Napi::Function::New<NlOpenSync>(env, "nlOpenSync"));
   exports.Set("counters", Napi::Function::New<Counters>(env, "counters"));
   exports.Set("nsSocket", Napi::Function::New<NsSocket>(env, "nsSocket"));
 }

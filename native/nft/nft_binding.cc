@@ -1,15 +1,11 @@
 // nftEncode(commands) → { batch, msgCommand }: the IR built by
 // lib/net/nft-compile.ts as one nfnetlink batch. nftDecode(buffer) → objects:
 // a batch or a dump read back. nftDumpRequest(...) → one dump request.
-// nlOpenMany(nsFd, protocols) → sockets created in one job (one thread, one
-// setns round trip) instead of one job per socket.
 #include "nft_binding.h"
 
 #include <memory>
 
 #include "../common/addon.h"
-#include "../netns/netns_ops.h"
-#include "../nl/nl_socket.h"
 #include "nft_decode.h"
 #include "nft_encode.h"
 
@@ -226,57 +222,6 @@ Napi::Value NftDumpRequest(const Napi::CallbackInfo& info) {
   return Bin(env, req);
 }
 
-// nlOpenMany(nsFd, protocols) → Promise<NlSocket[]>: every socket created
-// inside the netns by one job thread.
-Napi::Value NlOpenMany(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  struct S {
-    int nsFd = -1;
-    std::vector<int> protocols;
-    std::vector<UniqueFd> fds;
-    ErrorInfo err;
-  };
-  auto st = std::make_shared<S>();
-  st->nsFd = info[0].As<Napi::Number>().Int32Value();
-  auto arr = info[1].As<Napi::Array>();
-  for (uint32_t i = 0; i < arr.Length(); ++i) st->protocols.push_back(arr.Get(i).As<Napi::Number>().Int32Value());
-  auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
-  auto create = [st]() -> ErrorInfo {
-    for (int p : st->protocols) {
-      ErrorInfo e;
-      UniqueFd fd = NlSocket::CreateFd(p, &e);
-      if (!fd.valid()) return e;  // the ones made so far close with st
-      st->fds.push_back(std::move(fd));
-    }
-    return {};
-  };
-  auto done = [st, deferred](Napi::Env env) {
-    if (st->err.failed()) {
-      deferred->Reject(MakeNetError(env, st->err).Value());
-      return;
-    }
-    Napi::Function ctor = Addon::Of(env).nlSocketCtor.Value();
-    Napi::Array out = Napi::Array::New(env, st->fds.size());
-    for (size_t i = 0; i < st->fds.size(); ++i) {
-      int fd = st->fds[i].release();  // the NlSocket owns it from here
-      out.Set(i, ctor.New({Napi::Number::New(env, fd), Napi::Number::New(env, st->protocols[i])}));
-    }
-    deferred->Resolve(out);
-  };
-  if (st->nsFd < 0) {  // this thread's own netns: no switch, no job
-    st->err = create();
-    done(env);
-    return deferred->Promise();
-  }
-  Addon::Of(env).jobs.Run(
-      [st, create] {
-        bool restored = true;
-        st->err = netns::RunInNetns(st->nsFd, create, &restored);
-        // A thread that could not switch back ends with the job (jobs.h).
-      },
-      done);
-  return deferred->Promise();
-}
 
 }  // namespace
 
@@ -284,7 +229,6 @@ void RegisterNft(Napi::Env env, Napi::Object exports) {
   exports.Set("nftEncode", Napi::Function::New<NftEncode>(env, "nftEncode"));
   exports.Set("nftDecode", Napi::Function::New<NftDecode>(env, "nftDecode"));
   exports.Set("nftDumpRequest", Napi::Function::New<NftDumpRequest>(env, "nftDumpRequest"));
-  exports.Set("nlOpenMany", Napi::Function::New<NlOpenMany>(env, "nlOpenMany"));
 }
 
 }  // namespace podwire

@@ -1,9 +1,7 @@
 #include "nl_socket.h"
 
 #include <linux/netlink.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -26,7 +24,6 @@ constexpr int kSndBuf = 4 << 20;
 // in the receive buffer (each costs ~1 KiB of skb truesize).
 constexpr size_t kMaxAcksPerChunk = 1024;
 constexpr size_t kMaxChunkBytes = 1 << 20;
-constexpr int kSyncTimeoutMs = 60000;
 
 void SetBuf(int fd, int forceOpt, int opt, int size) {
   if (setsockopt(fd, SOL_SOCKET, forceOpt, &size, sizeof size) != 0)
@@ -62,7 +59,6 @@ Napi::Function NlSocket::Define(Napi::Env env) {
   return DefineClass(env, "NlSocket",
                      {
                          InstanceMethod<&NlSocket::Request>("request"),
-                         InstanceMethod<&NlSocket::RequestSync>("requestSync"),
                          InstanceMethod<&NlSocket::Close>("close"),
                          InstanceAccessor<&NlSocket::GetFd>("fd"),
                          InstanceAccessor<&NlSocket::GetPending>("pending"),
@@ -105,7 +101,7 @@ ErrorInfo NlSocket::SendChunk(const uint8_t* data, size_t size) {
 
 // request(buffer, op, atomic): see the header. The buffer's sequence numbers
 // are rewritten in place.
-NlSocket::Pending* NlSocket::Submit(Napi::Env env, const Napi::CallbackInfo& info, bool sync) {
+NlSocket::Pending* NlSocket::Submit(Napi::Env env, const Napi::CallbackInfo& info) {
   if (!fd_.valid()) throw MakeNetError(env, ErrorInfo::Errno(EBADF, "request", "netlink socket is closed"));
   auto buf = info[0].As<Napi::Buffer<uint8_t>>();
   std::string op = info[1].As<Napi::String>().Utf8Value();
@@ -130,7 +126,7 @@ NlSocket::Pending* NlSocket::Submit(Napi::Env env, const Napi::CallbackInfo& inf
     if (e != nl::Expect::kNone) ++p->remaining;
   }
   p->answered.assign(spans.size(), false);
-  if (!sync) p->deferred.emplace(Napi::Promise::Deferred::New(env));
+  p->deferred.emplace(Napi::Promise::Deferred::New(env));
   if (p->remaining == 0) p->done = true;  // fire-and-forget (no ACK asked)
   Pending* raw = p.get();
   pending_.push_back(std::move(p));
@@ -281,11 +277,10 @@ Napi::Value NlSocket::Outcome(Napi::Env env, Pending& p, bool* failed) {
 }
 
 void NlSocket::Settle(Napi::Env env) {
-  // Completed async requests leave the queue in order; sync ones are taken
-  // out by RequestSync itself.
+  // Completed requests leave the queue in order.
   for (auto it = pending_.begin(); it != pending_.end();) {
     Pending& p = **it;
-    if (!p.done || !p.deferred) {
+    if (!p.done) {
       ++it;
       continue;
     }
@@ -338,45 +333,10 @@ void NlSocket::OnPoll(uv_poll_t* handle, int status, int) {
 
 Napi::Value NlSocket::Request(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Pending* p = Submit(env, info, false);
+  Pending* p = Submit(env, info);
   Napi::Promise promise = p->deferred->Promise();
   Settle(env);
   return promise;
-}
-
-Napi::Value NlSocket::RequestSync(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Pending* p = Submit(env, info, true);
-  timespec start;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  while (!p->done) {
-    pollfd pfd{fd_.get(), POLLIN, 0};
-    int rc = ::poll(&pfd, 1, 1000);
-    if (rc < 0 && errno != EINTR) {
-      FailAll(ErrorInfo::Errno(errno, "poll", std::string("netlink poll: ") + std::strerror(errno)));
-      break;
-    }
-    if (rc > 0) Drain(env);
-    timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (!p->done && (now.tv_sec - start.tv_sec) * 1000 > kSyncTimeoutMs) {
-      p->err = ErrorInfo::Errno(ETIMEDOUT, p->op, p->op + ": no reply from the kernel");
-      p->done = true;
-    }
-  }
-  std::unique_ptr<Pending> owned;
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if (it->get() == p) {
-      owned = std::move(*it);
-      pending_.erase(it);
-      break;
-    }
-  }
-  Settle(env);  // other async requests may have finished meanwhile
-  bool failed;
-  Napi::Value v = Outcome(env, *owned, &failed);
-  if (failed) throw Napi::Error(env, v);
-  return v;
 }
 
 void NlSocket::CloseNow(Napi::Env env, const char* why) {

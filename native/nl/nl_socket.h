@@ -47,18 +47,17 @@ class NlSocket : public Napi::ObjectWrap<NlSocket> {
     ErrorInfo err;
     bool interrupted = false;
     bool done = false;
-    std::optional<Napi::Promise::Deferred> deferred;  // empty for sync requests
+    std::optional<Napi::Promise::Deferred> deferred;
   };
 
   Napi::Value Request(const Napi::CallbackInfo& info);
-  Napi::Value RequestSync(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value GetFd(const Napi::CallbackInfo& info);
   Napi::Value GetPending(const Napi::CallbackInfo& info);
 
   // Sends the request; returns the Pending entry (already done if the kernel
   // answered during sendmsg).
-  Pending* Submit(Napi::Env env, const Napi::CallbackInfo& info, bool sync);
+  Pending* Submit(Napi::Env env, const Napi::CallbackInfo& info);
   ErrorInfo SendChunk(const uint8_t* data, size_t size);
   void Drain(Napi::Env env);        // read everything available, dispatch
   void Dispatch(const uint8_t* msg, size_t len);

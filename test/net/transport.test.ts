@@ -10,7 +10,7 @@ function scripted(failures: number): { sock: NativeNlSocket; calls: () => number
   let calls = 0;
   const reply = new MsgWriter(16, 2).raw(Buffer.alloc(16)).finish();
   const sock = {
-    fd: 3, pending: 0, requestSync: () => undefined, close: () => undefined,
+    fd: 3, pending: 0, close: () => undefined,
     request: async () => {
       calls++;
       if (calls <= failures) {
