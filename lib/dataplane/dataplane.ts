@@ -3,7 +3,7 @@
 // Per-pod operations are serialised; different pods run concurrently.
 import { statSync } from 'node:fs';
 import { EnrollError } from './errors.js';
-import { KeyedLock } from './keyed-lock.js';
+import { KeyedLock } from '../util/keyed-lock.js';
 import { NetnsRef } from './netns-ref.js';
 import { PodCache, type CacheEntry } from './pod-cache.js';
 import type { DriftReport, PodInfo, ProbeSet, RuleBackend, ZtunnelSink } from './types.js';
@@ -47,7 +47,7 @@ export class Dataplane {
   readonly cache = new PodCache();
   private readonly lock = new KeyedLock();
   private readonly warn: (m: string) => void;
-  private inflight = 0;
+  private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
 
   constructor(private readonly opts: DataplaneOptions) {
@@ -208,17 +208,16 @@ export class Dataplane {
   /** Waits for in-flight operations, then releases every cached netns. */
   async close(): Promise<void> {
     this.closed = true;
-    while (this.inflight > 0) await new Promise((r) => setTimeout(r, 5));
+    await Promise.allSettled([...this.inflight]);
     for (const e of this.cache.snapshot()) this.cache.take(e.pod.uid)?.netns?.release();
   }
 
-  private async track<T>(uid: string, fn: () => Promise<T>): Promise<T> {
-    if (this.closed) throw new Error('dataplane is closed');
-    this.inflight++;
-    try {
-      return await this.lock.run(uid, fn);
-    } finally {
-      this.inflight--;
-    }
+  private track<T>(uid: string, fn: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('dataplane is closed'));
+    const op = this.lock.run(uid, fn);
+    this.inflight.add(op);
+    const done = () => this.inflight.delete(op);
+    op.then(done, done);
+    return op;
   }
 }

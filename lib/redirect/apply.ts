@@ -10,6 +10,7 @@ import { applyIptables, readIptables, removeIptables } from './engine-iptables.j
 import { applyNft, engineScript, readNft, removeNft } from './engine-nft.js';
 import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
 import { compileCached } from '../net/nft-compile.js';
+import { KeyedLock } from '../util/keyed-lock.js';
 import { iptablesClone, iptablesReference, ipsetsOf, nftReference } from './reference.js';
 import { toIptablesRestore } from './render-iptables.js';
 import { nativeNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
@@ -36,18 +37,9 @@ function checkOpts(opts: Partial<EngineOptions> | undefined, required: boolean):
     throw new TypeError(`iptablesMode must be 'legacy' or 'nft', got ${JSON.stringify(opts.iptablesMode)}`);
 }
 
-const locks = new Map<string, Promise<unknown>>();
-
-/** Runs `fn` after every earlier operation on the same netns (by identity) has settled. */
-function serialised<T>(ns: Netns, fn: () => Promise<T>): Promise<T> {
-  const key = ns.key;
-  const prev = locks.get(key) ?? Promise.resolve();
-  const next = prev.then(fn, fn);
-  const tail = next.catch(() => undefined);
-  locks.set(key, tail);
-  void tail.then(() => { if (locks.get(key) === tail) locks.delete(key); });
-  return next;
-}
+// Engine operations on one netns (by identity) run one after another.
+const locks = new KeyedLock();
+const serialised = <T>(ns: Netns, fn: () => Promise<T>): Promise<T> => locks.run(ns.key, fn);
 
 const ipt = (o: Partial<EngineOptions>) => ({ ...(o.iptablesMode ? { mode: o.iptablesMode } : {}), ...(o.iptables ? { runner: o.iptables } : {}) });
 

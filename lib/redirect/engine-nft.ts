@@ -34,6 +34,17 @@ export interface NftState {
 /** The script the engine sends: the rendered rules, plus the sets a host rule names (created empty if missing). */
 // Models are immutable and reused per configuration: render each once.
 const scripts = new WeakMap<RuleModel, string>();
+const declaredCache = new WeakMap<RuleModel, Set<string>>();
+
+/** The inet tables the engine script of a model adds. */
+function declaredTables(model: RuleModel): Set<string> {
+  let set = declaredCache.get(model);
+  if (!set) {
+    set = new Set(engineScript(model).split('\n').map((l) => /^add table inet (\S+)$/.exec(l)?.[1]).filter((x): x is string => !!x));
+    declaredCache.set(model, set);
+  }
+  return set;
+}
 
 export function engineScript(model: RuleModel): string {
   let script = scripts.get(model);
@@ -176,9 +187,8 @@ async function unchanged(ns: Netns, model: RuleModel, tables: Array<{ family: nu
   const compiled = compileCached(engineScript(model));
   if (compiled.path !== 'netlink') return false;
   // Our tables the script does not declare (an older configuration's) are drift the dump compare would not look at.
-  const declared = new Set(engineScript(model).split('\n').map((l) => /^add table inet (\S+)$/.exec(l)?.[1]).filter(Boolean));
-  const ours = new Set(model.tables.map((t) => t.nft));
-  if (tables.some((t) => t.family === NFPROTO_INET && ours.has(t.name) && !declared.has(t.name))) return false;
+  const declared = declaredTables(model);
+  if (tables.some((t) => t.family === NFPROTO_INET && !declared.has(t.name) && model.tables.some((d) => d.nft === t.name))) return false;
   return (await nftVerify(ns, compiled)).ok;
 }
 

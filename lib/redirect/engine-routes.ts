@@ -35,6 +35,18 @@ function policyMatches(live: PolicyRule, want: PolicyRuleSpec): boolean {
     && live.src === undefined && live.dst === undefined && live.iif === undefined && live.oif === undefined && !live.not;
 }
 
+/** Matches each wanted item with a distinct live one: found, missing, and live ones nobody wanted. */
+function pair<W, L>(want: W[], live: L[], matches: (l: L, w: W) => boolean): { present: L[]; missing: W[]; foreign: L[] } {
+  const used = new Set<L>();
+  const missing: W[] = [];
+  for (const w of want) {
+    const hit = live.find((l) => !used.has(l) && matches(l, w));
+    if (hit) used.add(hit);
+    else missing.push(w);
+  }
+  return { present: [...used], missing, foreign: live.filter((l) => !used.has(l)) };
+}
+
 export interface RoutingDiff {
   families: Family[];
   missingRoutes: RouteSpec[];
@@ -95,32 +107,16 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
   const ruleDumps = new Map(families.map((fam) => [fam, ruleList.filter((r) => r.family === famNo(fam))] as const));
   for (const fam of families) {
     for (const table of tables) {
-      const live = routeDumps.get(`${fam} ${table}`)!;
-      const want = wantRoutes.filter((r) => r.family === fam && r.table === table);
-      const used = new Set<Route>();
-      for (const w of want) {
-        const hit = live.find((r) => !used.has(r) && routeMatches(r, w));
-        if (hit) {
-          used.add(hit);
-          diff.presentRoutes.push(hit);
-        } else {
-          diff.missingRoutes.push(w);
-        }
-      }
-      diff.foreignRoutes.push(...live.filter((r) => !used.has(r)));
+      const p = pair(wantRoutes.filter((r) => r.family === fam && r.table === table), routeDumps.get(`${fam} ${table}`)!, routeMatches);
+      diff.presentRoutes.push(...p.present);
+      diff.missingRoutes.push(...p.missing);
+      diff.foreignRoutes.push(...p.foreign);
     }
     const liveRules = ruleDumps.get(fam)!.filter((r) => r.action === 'lookup' && tables.includes(r.table));
-    const used = new Set<PolicyRule>();
-    for (const w of wantRules.filter((r) => r.family === fam)) {
-      const hit = liveRules.find((r) => !used.has(r) && policyMatches(r, w));
-      if (hit) {
-        used.add(hit);
-        diff.presentRules.push(hit);
-      } else {
-        diff.missingRules.push(w);
-      }
-    }
-    diff.foreignRules.push(...liveRules.filter((r) => !used.has(r)));
+    const p = pair(wantRules.filter((r) => r.family === fam), liveRules, policyMatches);
+    diff.presentRules.push(...p.present);
+    diff.missingRules.push(...p.missing);
+    diff.foreignRules.push(...p.foreign);
   }
   for (const a of wantAddrs) {
     const p = parsePrefix(a.address);

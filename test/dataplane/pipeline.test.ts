@@ -5,7 +5,7 @@ import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Dataplane } from '../../lib/dataplane/dataplane.js';
 import { EnrollError } from '../../lib/dataplane/errors.js';
-import { KeyedLock } from '../../lib/dataplane/keyed-lock.js';
+import { KeyedLock } from '../../lib/util/keyed-lock.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
 import { Netns } from '../../lib/net/netns.js';
 import { freshNetns } from '../helpers/netns.js';

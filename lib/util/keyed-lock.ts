@@ -1,4 +1,4 @@
-// Serialises work per key (pod UID) while different keys run concurrently.
+// Serialises work per key (a pod UID, a netns identity) while different keys run concurrently.
 export class KeyedLock {
   private readonly tails = new Map<string, Promise<unknown>>();
 
