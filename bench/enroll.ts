@@ -10,7 +10,7 @@ import { NodeDataplane } from '../lib/dataplane/node.js';
 import type { PodInfo, RuleBackend } from '../lib/dataplane/types.js';
 import { ZdsZtunnel } from '../lib/dataplane/ztunnel-zds.js';
 import { buildNode, type DemoPod } from '../lib/demo/topology.js';
-import type { Netns } from '../lib/net/netns.js';
+import type { Netns } from '../lib/net/netns/netns.js';
 import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
 import { inpodRules } from '../lib/redirect/inpod.js';
 import { toIptablesRestore } from '../lib/redirect/render-iptables.js';

@@ -5,9 +5,9 @@
 //   Istio's netlink path does) vs `ipset restore` vs one `ipset add` process
 //   per element; plus a sweep of elements per message (why the 60 KiB cap).
 import { constants } from 'node:os';
-import { encodeAdtList, IPSET_CMD, normalizeEntry } from '../lib/net/ipset-codec.js';
-import type { IpsetEntry } from '../lib/net/ipset.js';
-import { Netns } from '../lib/net/netns.js';
+import { encodeAdtList, IPSET_CMD, normalizeEntry } from '../lib/net/ipset/codec.js';
+import type { IpsetEntry } from '../lib/net/ipset/ipset.js';
+import { Netns } from '../lib/net/netns/netns.js';
 import type { NlTransport } from '../lib/net/nl/transport.js';
 import { nowUs, timeEach, writeResults, type Series } from './lib/report.js';
 

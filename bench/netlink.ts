@@ -6,7 +6,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Netns } from '../lib/net/netns.js';
+import { Netns } from '../lib/net/netns/netns.js';
 import { nowUs, timeEach, writeResults, type Series } from './lib/report.js';
 
 const N_ROUTES = Number(process.env.N_ROUTES ?? 10000);

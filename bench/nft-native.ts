@@ -12,11 +12,11 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { native } from '../lib/native.js';
-import { Netns } from '../lib/net/netns.js';
-import { compile, send, sendOn } from '../lib/net/nft-compile.js';
-import { NetHandle } from '../lib/net/handle.js';
+import { Netns } from '../lib/net/netns/netns.js';
+import { compile, send, sendOn } from '../lib/net/nft/batch.js';
+import { NetHandle } from '../lib/net/netns/handle.js';
 import { NLM_F_CREATE, NLM_F_EXCL } from '../lib/net/nl/codec.js';
-import { RTM } from '../lib/net/nl/rtnl.js';
+import { RTM } from '../lib/net/rtnl/constants.js';
 import { SocketTransport } from '../lib/net/nl/transport.js';
 import { nowUs, writeResults, type Series } from './lib/report.js';
 

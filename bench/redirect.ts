@@ -8,8 +8,8 @@
 //   npm run bench -- redirect [N=200]
 // Netns are named pwt-bench-<pid>-redirect-<i> (BENCH_NETNS_PREFIX overrides
 // pwt-bench); the vitest sweep leaves names of a live pid alone.
-import { iptables } from '../lib/net/iptables.js';
-import { Netns } from '../lib/net/netns.js';
+import { iptables } from '../lib/net/xtables/iptables.js';
+import { Netns } from '../lib/net/netns/netns.js';
 import { apply, execNft, inpodRules, toIptablesRestore } from '../lib/redirect/index.js';
 import { nowUs, writeResults, type Series } from './lib/report.js';
 

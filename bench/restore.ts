@@ -7,9 +7,9 @@
 // of live processes alone. BENCH_NETNS_PREFIX overrides the prefix.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { iptables } from '../lib/net/iptables.js';
-import { Netns } from '../lib/net/netns.js';
-import { nft } from '../lib/net/nft.js';
+import { iptables } from '../lib/net/xtables/iptables.js';
+import { Netns } from '../lib/net/netns/netns.js';
+import { nft } from '../lib/net/nft/tool.js';
 import { nowUs, writeResults, type Series } from './lib/report.js';
 
 const N = Number(process.argv[2] ?? 200);

@@ -1,35 +1,35 @@
 // podwire's public API. The native binding itself is never exported.
 
 // Network namespaces, rtnetlink, errors.
-export { Netns, NETNS_RUN_DIR } from './net/netns.js';
-export type { NetnsId, SpawnOptions, SpawnResult } from './net/netns.js';
-export { NetHandle } from './net/handle.js';
+export { Netns, NETNS_RUN_DIR } from './net/netns/netns.js';
+export type { NetnsId, SpawnOptions, SpawnResult } from './net/netns/netns.js';
+export { NetHandle } from './net/netns/handle.js';
 export { NetError, isExist, isNotFound, errnoName, IPSET_ERRORS } from './net/errors.js';
 export type { NetErrorDetails } from './net/errors.js';
-export type { Link, LinkRef, LinkSpec, LinkChanges } from './net/links.js';
-export type { Addr, AddrOptions } from './net/addrs.js';
-export type { Route, RouteSpec } from './net/routes.js';
-export type { Rule, RuleSpec } from './net/rules.js';
-export type { Neigh, NeighSpec } from './net/neigh.js';
+export type { Link, LinkRef, LinkSpec, LinkChanges } from './net/rtnl/links.js';
+export type { Addr, AddrOptions } from './net/rtnl/addrs.js';
+export type { Route, RouteSpec } from './net/rtnl/routes.js';
+export type { Rule, RuleSpec } from './net/rtnl/rules.js';
+export type { Neigh, NeighSpec } from './net/rtnl/neigh.js';
 export { parseIp, formatIp, parsePrefix } from './net/ip.js';
 export type { Family } from './net/ip.js';
 
 // Sockets inside a netns; unix seqpacket sockets with fd passing.
-export { connectTcp } from './net/connect.js';
-export type { ConnectOptions } from './net/connect.js';
-export { listenTcp, udpSocket, udpExchange } from './net/listen.js';
-export type { ListenTcpOptions } from './net/listen.js';
-export { listen as listenUnix, connect as connectUnix, socketPair, OwnedFd, UnixConnection, UnixListener } from './net/seqpacket.js';
+export { connectTcp } from './net/sock/connect.js';
+export type { ConnectOptions } from './net/sock/connect.js';
+export { listenTcp, udpSocket, udpExchange } from './net/sock/listen.js';
+export type { ListenTcpOptions } from './net/sock/listen.js';
+export { listen as listenUnix, connect as connectUnix, socketPair, OwnedFd, UnixConnection, UnixListener } from './net/sock/seqpacket.js';
 
 // ipset (its API lives on the handle: `nl.ipset`), iptables and nft tools, native nftables.
-export type { IpsetEntry, IpsetCreateOptions, IpsetList, IpsetError } from './net/ipset.js';
-export { iptables } from './net/iptables.js';
-export type { IptablesMode, IptablesBackend, SavedTable, SavedChain, SavedRule } from './net/iptables.js';
-export { nft, Transaction } from './net/nft.js';
-export type { NftRuleset, NftTable, NftChain, NftRule, NftSet } from './net/nft.js';
-export { nftNative, NftBatchError } from './net/nft-compile.js';
-export { captureNft, replayNft } from './net/nft-clone.js';
-export type { NftClone } from './net/nft-clone.js';
+export type { IpsetEntry, IpsetCreateOptions, IpsetList, IpsetError } from './net/ipset/ipset.js';
+export { iptables } from './net/xtables/iptables.js';
+export type { IptablesMode, IptablesBackend, SavedTable, SavedChain, SavedRule } from './net/xtables/iptables.js';
+export { nft, Transaction } from './net/nft/tool.js';
+export type { NftRuleset, NftTable, NftChain, NftRule, NftSet } from './net/nft/tool.js';
+export { nftNative, NftBatchError } from './net/nft/batch.js';
+export { captureNft, replayNft } from './net/nft/clone.js';
+export type { NftClone } from './net/nft/clone.js';
 export { ToolError } from './net/tool-error.js';
 
 /** Redirection rule model, renderers, and the apply/verify/remove engine. */

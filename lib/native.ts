@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NetError } from './net/errors.js';
-import type { NftCommand, NftObject } from './net/nft-ir.js';
+import type { NftCommand, NftObject } from './net/nft/ir.js';
 
 export interface NativeNsId {
   dev: number;
@@ -58,6 +58,14 @@ export interface NativeInetSpec {
   backlog?: number;
 }
 
+/**
+ * Conventions for every function below: a `nsFd` is dup'ed natively at call
+ * time (the job keeps its own reference, so the caller may close its fd right
+ * away); -1 means this process's netns; any other negative, closed or
+ * non-netns fd rejects synchronously with NetError EBADF. Every string
+ * (path, name, argv, env) containing a NUL byte throws TypeError. Timeouts in
+ * ms must be integers in [0, 2^31-1] (RangeError).
+ */
 export interface NativeBinding {
   platformSupported: boolean;
   init(opts: { NetError: typeof NetError }): void;
@@ -71,11 +79,23 @@ export interface NativeBinding {
   sysctlSet(nsFd: number, path: string, value: string): Promise<void>;
   /** Reads several files inside the netns in one job; null for a missing file. */
   readFiles(nsFd: number, paths: string[]): Promise<Array<string | null>>;
+  /**
+   * The child leads its own process group; timeout and teardown kill the group. Resolves once the
+   * child has exited and its already-written output is read, even if a grandchild still holds a pipe.
+   */
   spawn(nsFd: number, argv: string[], env: string[], cwd: string | null, stdin: Buffer | null,
         timeoutMs: number): Promise<NativeSpawnResult>;
   /** Netlink sockets created inside the netns (-1: this one), in one job. */
   nlOpen(nsFd: number, protocols: number[]): Promise<NativeNlSocket[]>;
-  counters(): { jobsPending: number; children: number };
+  /**
+   * Job runner state: completions not yet delivered, live spawned children,
+   * pooled workers, dedicated (spawn) threads running / queued / peak so far,
+   * and the bound on dedicated threads.
+   */
+  counters(): {
+    jobsPending: number; children: number; workers: number;
+    dedicatedThreads: number; dedicatedQueued: number; dedicatedPeak: number; dedicatedMax: number;
+  };
   /** A socket created inside the netns (-1: this one); the caller owns the fd. */
   nsSocket(nsFd: number, domain: number, type: number, protocol: number, mark: number): Promise<number>;
   unixListen(name: string, type: number, mode: number, backlog: number): NativeUnixSocket;

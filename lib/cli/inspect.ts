@@ -1,5 +1,5 @@
 // `podwire inspect`: links, addresses, routes and policy rules of a netns.
-import { Netns } from '../net/netns.js';
+import { Netns } from '../net/netns/netns.js';
 import { parseArgs } from './args.js';
 import type { Command } from './main.js';
 import { table } from './table.js';

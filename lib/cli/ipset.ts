@@ -2,9 +2,9 @@
 // privileged containers that have no ipset binary. `save` prints text that
 // `ipset restore` accepts.
 import { readFileSync } from 'node:fs';
-import { formatCreateLine, formatEntry, formatSave, IPSET_TYPES, parseEntryText, type IpsetList, type IpsetType } from '../net/ipset-codec.js';
-import type { IpsetCreateOptions, IpsetEntry } from '../net/ipset.js';
-import { Netns } from '../net/netns.js';
+import { formatCreateLine, formatEntry, formatSave, IPSET_TYPES, parseEntryText, type IpsetList, type IpsetType } from '../net/ipset/codec.js';
+import type { IpsetCreateOptions, IpsetEntry } from '../net/ipset/ipset.js';
+import { Netns } from '../net/netns/netns.js';
 import { parseArgs, UsageError } from './args.js';
 import type { Command } from './main.js';
 

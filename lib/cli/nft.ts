@@ -1,9 +1,9 @@
 // `podwire nft`: apply an nft script inside a netns (one atomic transaction),
 // list a netns's ruleset, delete a table that may be missing.
 import { readFileSync } from 'node:fs';
-import { Netns } from '../net/netns.js';
-import { nft } from '../net/nft.js';
-import { validateTable, type TableRef } from '../net/nft-transaction.js';
+import { Netns } from '../net/netns/netns.js';
+import { nft } from '../net/nft/tool.js';
+import { validateTable, type TableRef } from '../net/nft/transaction.js';
 import { ToolError } from '../net/tool-error.js';
 import { parseArgs, UsageError } from './args.js';
 import type { Command } from './main.js';

@@ -2,7 +2,7 @@
 // exactly the text that would be applied (iptables-restore input, v4 then v6;
 // or the nft script), so users can diff and dry-run. apply/verify/remove act
 // on a netns through the engine (lib/redirect/apply.ts).
-import { Netns } from '../net/netns.js';
+import { Netns } from '../net/netns/netns.js';
 import {
   apply, hostProbeRules, inpodConfigFromPod, inpodRules, remove, sidecarConfigFromPod, sidecarRules, toIptablesText, toNft, verify,
   type Backend, type EngineOptions, type InpodConfig, type RuleModel,

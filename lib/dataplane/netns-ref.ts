@@ -2,7 +2,7 @@
 // as the pod is enrolled (the same fd is re-sent to every new ztunnel), and
 // in-flight work takes its own; the fd is closed exactly once, when the last
 // reference is released.
-import { Netns } from '../net/netns.js';
+import { Netns } from '../net/netns/netns.js';
 
 export class NetnsRef {
   private refs = 1;

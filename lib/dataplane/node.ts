@@ -2,7 +2,7 @@
 // the probe set and host probe rule in it, the in-pod redirection backend,
 // the ZDS server ztunnel connects to, and the enrollment pipeline over them.
 // This is what the node agent runs; the demo and the benchmarks use it too.
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import { apply, remove, type Backend } from '../redirect/apply.js';
 import { hostProbeRules } from '../redirect/hostprobe.js';
 import type { RuleModel } from '../redirect/model.js';

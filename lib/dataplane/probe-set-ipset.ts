@@ -2,7 +2,7 @@
 // `istio-inpod-probes-v4` / `-v6`, type hash:ip with comments, in the host
 // (node) netns, entries = pod IP with the pod UID as comment.
 import { isExist, isNotFound } from '../net/errors.js';
-import type { NetHandle } from '../net/handle.js';
+import type { NetHandle } from '../net/netns/handle.js';
 import { parseIp } from '../net/ip.js';
 import type { ProbeEntry, ProbeSet } from './types.js';
 

@@ -4,10 +4,10 @@
 // the pod UID as comment.
 import { isNotFound } from '../net/errors.js';
 import { formatIp, parseIp } from '../net/ip.js';
-import { listSetElems, NFPROTO_INET, sendSetElems, type SetElemOp } from '../net/nft-setelem.js';
-import type { Netns } from '../net/netns.js';
-import { nft, Transaction } from '../net/nft.js';
-import { compile, send } from '../net/nft-compile.js';
+import { listSetElems, NFPROTO_INET, sendSetElems, type SetElemOp } from '../net/nft/setelem.js';
+import type { Netns } from '../net/netns/netns.js';
+import { nft, Transaction } from '../net/nft/tool.js';
+import { compile, send } from '../net/nft/batch.js';
 import type { ProbeEntry, ProbeSet } from './types.js';
 import { PROBE_SET_V4, PROBE_SET_V6 } from './probe-set-ipset.js';
 

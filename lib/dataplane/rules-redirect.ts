@@ -1,7 +1,7 @@
 // The dataplane's rule backend: the in-pod redirection of lib/redirect, with
 // the node-wide settings and each pod's annotations. Models are pure and
 // depend only on the configuration, so they are built once per distinct one.
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import { apply, prepare, remove, verify, type EngineOptions } from '../redirect/apply.js';
 import { inpodConfigFromPod } from '../redirect/annotations.js';
 import { inpodRules } from '../redirect/inpod.js';

@@ -2,7 +2,7 @@
 // ztunnel, deletes to all, and every new ztunnel gets a snapshot of the
 // dataplane's pod cache (add + netns fd, or keep when no netns is known).
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../zds/server.js';
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import type { PodInfo, ZtunnelSink } from './types.js';
 import type { CacheEntry } from './pod-cache.js';
 

@@ -2,8 +2,8 @@
 // one line naming the pod and the peer address it saw, then closes. The peer
 // address is how the demo proves that node probes arrive SNATed.
 import type { Server } from 'node:net';
-import { listenTcp } from '../net/listen.js';
-import type { Netns } from '../net/netns.js';
+import { listenTcp } from '../net/sock/listen.js';
+import type { Netns } from '../net/netns/netns.js';
 
 export const APP_PORT = 8080;
 

@@ -1,6 +1,6 @@
 // What `podwire demo` proves with real traffic, one check per claim. Each
 // check runs for every pod and counts successes; a failure keeps its reason.
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import { DEFAULT_HOST_PROBE_SNAT_IP, DEFAULT_HOST_PROBE_SNAT_IPV6, INPOD_MARK } from '../redirect/model.js';
 import { mapLimit } from '../util/limit.js';
 import { APP_PORT } from './app.js';

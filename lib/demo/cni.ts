@@ -3,7 +3,7 @@
 // inside the node netns, as a container runtime would run it on a node.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import { BRIDGE, NODE_V4, NODE_V6, type DemoPod } from './topology.js';
 
 export const CNI_BIN_DIR = '/usr/lib/cni';

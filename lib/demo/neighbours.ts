@@ -4,7 +4,7 @@
 // overflows them and connections fail with EHOSTUNREACH. Permanent entries
 // are exempt from those thresholds; pinning the ones the demo's traffic needs
 // keeps any pod count working without touching the host's settings.
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import { mapLimit } from '../util/limit.js';
 import { BRIDGE, NODE_V4, NODE_V6, type DemoPod } from './topology.js';
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { NodeDataplane } from '../dataplane/node.js';
 import type { PodInfo } from '../dataplane/types.js';
 import type { Backend } from '../redirect/apply.js';
-import { Netns } from '../net/netns.js';
+import { Netns } from '../net/netns/netns.js';
 import { quantile } from '../util/stats.js';
 import { mapLimit } from '../util/limit.js';
 import { ZtunnelPeer } from '../zds/peer.js';

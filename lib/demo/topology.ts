@@ -4,7 +4,7 @@
 // netns; teardown removes every namespace (and with it every link).
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { Netns } from '../net/netns.js';
+import { Netns } from '../net/netns/netns.js';
 import { mapLimit } from '../util/limit.js';
 import { createPodWithCni } from './cni.js';
 

@@ -2,9 +2,9 @@
 // which listener answered (the app, or the ztunnel-like peer on 15001/15006/
 // 15008/15053) and the original destination it recorded.
 import type { Socket } from 'node:net';
-import { connectTcp } from '../net/connect.js';
-import { udpExchange } from '../net/listen.js';
-import type { Netns } from '../net/netns.js';
+import { connectTcp } from '../net/sock/connect.js';
+import { udpExchange } from '../net/sock/listen.js';
+import type { Netns } from '../net/netns/netns.js';
 import { parseAppReply } from './app.js';
 
 export interface Reply {

@@ -3,7 +3,7 @@
 // blamed is located by parsing its output (the only text we read) and exposed
 // as fields, so callers branch on `code`/`line`, never on `message`.
 import { constants as osc } from 'node:os';
-import type { SpawnResult } from './netns.js';
+import type { SpawnResult } from './netns/netns.js';
 import { NetError } from './errors.js';
 
 export interface ToolLocation {

@@ -5,11 +5,11 @@
 // step reads the netns first and writes only what differs, so applying the
 // same model twice executes nothing the second time. Work on one netns is
 // serialised within this process.
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 import { applyIptables, readIptables, removeIptables } from './engine-iptables.js';
 import { applyNft, engineScript, readNft, removeNft } from './engine-nft.js';
 import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
-import { compileCached } from '../net/nft-compile.js';
+import { compileCached } from '../net/nft/batch.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { iptablesClone, iptablesReference, ipsetsOf, nftReference } from './reference.js';
 import { toIptablesRestore } from './render-iptables.js';

@@ -7,13 +7,13 @@
 // that deletes our old jumps and leftover ISTIO_* chains, flushes our chains
 // and refills them (each table is swapped atomically by the kernel), then the
 // guardrails go, even when the restore failed (the error is thrown).
-import { parseSave, type IptablesMode, type SavedRule, type SavedTable } from '../net/iptables.js';
-import type { Netns } from '../net/netns.js';
+import { parseSave, type IptablesMode, type SavedRule, type SavedTable } from '../net/xtables/iptables.js';
+import type { Netns } from '../net/netns/netns.js';
 import { execIptables, famNo, type IptablesRunner } from './engine-types.js';
 import { rulesOf, type Family, type RuleModel } from './model.js';
 import { packetFilterEmpty } from './pristine.js';
 import { iptablesClone, iptablesReference, ipsetsOf } from './reference.js';
-import { captureNft, NftCloneUnsupported, replayNft } from '../net/nft-clone.js';
+import { captureNft, NftCloneUnsupported, replayNft } from '../net/nft/clone.js';
 import { iptablesRuleText, toIptablesRestore } from './render-iptables.js';
 
 const TABLES = ['filter', 'mangle', 'nat', 'raw'];

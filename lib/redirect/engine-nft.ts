@@ -5,10 +5,10 @@
 // or whose hook changed deleted inside the same transaction, so the pod is
 // never between two states. The send step goes through an NftSender, so the
 // native nfnetlink path can replace the `nft` binary later.
-import type { Netns } from '../net/netns.js';
-import { compileCached, verify as nftVerify } from '../net/nft-compile.js';
+import type { Netns } from '../net/netns/netns.js';
+import { compileCached, verify as nftVerify } from '../net/nft/batch.js';
 import { nftTables } from './pristine.js';
-import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft.js';
+import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft/tool.js';
 import { nativeNft, type NftSender } from './engine-types.js';
 import type { RuleModel } from './model.js';
 import { nftReference } from './reference.js';

@@ -4,9 +4,9 @@
 // when IPv6 is enabled inside that netns (as Istio reads it in the pod).
 import { isExist, isNotFound } from '../net/errors.js';
 import { parsePrefix } from '../net/ip.js';
-import type { Netns } from '../net/netns.js';
-import type { Route, RouteSpec as NlRouteSpec } from '../net/routes.js';
-import type { Rule as PolicyRule } from '../net/rules.js';
+import type { Netns } from '../net/netns/netns.js';
+import type { Route, RouteSpec as NlRouteSpec } from '../net/rtnl/routes.js';
+import type { Rule as PolicyRule } from '../net/rtnl/rules.js';
 import { famNo } from './engine-types.js';
 import type { AddressSpec, Family, PolicyRuleSpec, RouteSpec, RuleModel } from './model.js';
 

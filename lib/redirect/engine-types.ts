@@ -1,10 +1,10 @@
 // Shapes shared by the redirection engine's parts, and the seams through
 // which it reaches the rule tools: tests count calls through them, and the
 // native nfnetlink path (issue 7) can replace the nft exec path later.
-import { iptables, type IptablesMode } from '../net/iptables.js';
-import type { Netns } from '../net/netns.js';
-import { nft, type NftRuleset } from '../net/nft.js';
-import { nativeNftSender } from '../net/nft-compile.js';
+import { iptables, type IptablesMode } from '../net/xtables/iptables.js';
+import type { Netns } from '../net/netns/netns.js';
+import { nft, type NftRuleset } from '../net/nft/tool.js';
+import { nativeNftSender } from '../net/nft/batch.js';
 import type { Family } from './model.js';
 
 export type Backend = 'nftables' | 'iptables';
@@ -27,7 +27,7 @@ export interface RemoveResult {
   removed: string[];
 }
 
-/** The iptables tools as the engine uses them (default: lib/net/iptables.ts, exec inside the netns). */
+/** The iptables tools as the engine uses them (default: lib/net/xtables/iptables.ts, exec inside the netns). */
 export interface IptablesRunner {
   restore(ns: Netns, text: string, opts: { family: 4 | 6; mode?: IptablesMode }): Promise<void>;
   saveText(ns: Netns, opts: { family: 4 | 6; mode?: IptablesMode }): Promise<string>;

@@ -5,7 +5,7 @@
 // `nft list` first (the read-back costs as much as the write).
 import { Attrs, MsgWriter, NLM_F_DUMP, NLM_F_REQUEST } from '../net/nl/codec.js';
 import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nfgenmsg, nfnlType } from '../net/nl/nfnl.js';
-import type { Netns } from '../net/netns.js';
+import type { Netns } from '../net/netns/netns.js';
 
 const NFT_MSG_NEWTABLE = 0;
 const NFT_MSG_GETTABLE = 1;

@@ -4,10 +4,10 @@
 // of our own canonical form makes verify exact for every iptables variant
 // and nft version. Results are cached per rendered text; the scratch netns
 // is unmounted at once and lives only as long as its open fd.
-import { iptables, parseSave, type IptablesMode, type SavedTable } from '../net/iptables.js';
-import { captureNft, type NftClone } from '../net/nft-clone.js';
-import { Netns } from '../net/netns.js';
-import { nft, type NftRuleset } from '../net/nft.js';
+import { iptables, parseSave, type IptablesMode, type SavedTable } from '../net/xtables/iptables.js';
+import { captureNft, type NftClone } from '../net/nft/clone.js';
+import { Netns } from '../net/netns/netns.js';
+import { nft, type NftRuleset } from '../net/nft/tool.js';
 import { execNft } from './engine-types.js';
 import type { Family, RuleModel } from './model.js';
 import { rulesOf } from './model.js';

@@ -10,7 +10,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { native } from '../native.js';
 import { NetError } from '../net/errors.js';
-import { listen, OwnedFd, type FdLike, type UnixConnection, type UnixListener } from '../net/seqpacket.js';
+import { listen, OwnedFd, type FdLike, type UnixConnection, type UnixListener } from '../net/sock/seqpacket.js';
 import { decodeHello, decodeResponse, encodeRequest, ZDS_MAX_RECORD, type WorkloadInfo, type WorkloadRequest } from './codec.js';
 import { ZdsError } from './errors.js';
 

@@ -9,7 +9,7 @@ import { NodeDataplane } from '../../lib/dataplane/node.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
 import { buildNode, type DemoNode } from '../../lib/demo/topology.js';
 import { tcpProbe } from '../../lib/demo/traffic.js';
-import { Netns } from '../../lib/net/netns.js';
+import { Netns } from '../../lib/net/netns/netns.js';
 import { ZtunnelPeer } from '../../lib/zds/peer.js';
 import { privileged } from '../helpers/privileged.js';
 

@@ -1,6 +1,6 @@
 // In-memory stand-ins for the dataplane's subsystems, for fast tests of the
 // pipeline's logic beside the real-kernel ones. Each records what it was asked.
-import type { Netns } from '../../lib/net/netns.js';
+import type { Netns } from '../../lib/net/netns/netns.js';
 import type { DriftReport, PodInfo, ProbeEntry, ProbeSet, RuleBackend, ZtunnelSink } from '../../lib/dataplane/types.js';
 
 export class FakeRules implements RuleBackend {

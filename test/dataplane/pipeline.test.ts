@@ -7,7 +7,7 @@ import { Dataplane } from '../../lib/dataplane/dataplane.js';
 import { EnrollError } from '../../lib/dataplane/errors.js';
 import { KeyedLock } from '../../lib/util/keyed-lock.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
-import { Netns } from '../../lib/net/netns.js';
+import { Netns } from '../../lib/net/netns/netns.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 import { FakeProbes, FakeRules, FakeZtunnel } from './fakes.js';

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { IpsetProbeSet } from '../../lib/dataplane/probe-set-ipset.js';
 import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import type { ProbeSet } from '../../lib/dataplane/types.js';
-import type { Netns } from '../../lib/net/netns.js';
+import type { Netns } from '../../lib/net/netns/netns.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 

@@ -7,7 +7,7 @@ import { startApp } from '../../lib/demo/app.js';
 import { runChecks } from '../../lib/demo/checks.js';
 import { runDemo } from '../../lib/demo/run.js';
 import { buildNode, createPod, describeExternal, removeNetns } from '../../lib/demo/topology.js';
-import { Netns } from '../../lib/net/netns.js';
+import { Netns } from '../../lib/net/netns/netns.js';
 import { privileged } from '../helpers/privileged.js';
 
 const leftovers = (prefix: string) => readdirSync('/run/netns').filter((n) => n.startsWith(prefix));

@@ -2,7 +2,7 @@
 // afterEach, even when the test fails. Nothing here touches the host netns.
 import { execFileSync } from 'node:child_process';
 import { afterEach } from 'vitest';
-import { Netns } from '../../lib/net/netns.js';
+import { Netns } from '../../lib/net/netns/netns.js';
 
 let counter = 0;
 const live: Array<{ name: string; ns: Netns }> = [];

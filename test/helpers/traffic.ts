@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { native } from '../../lib/native.js';
-import type { Netns } from '../../lib/net/netns.js';
+import type { Netns } from '../../lib/net/netns/netns.js';
 import { freshNetns } from './netns.js';
 
 export const NODE4 = '10.99.0.1';

@@ -1,7 +1,7 @@
 // `podwire rules apply|verify|remove` in-process against a real netns.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCli } from '../helpers/cli.js';
-import { iptables } from '../../lib/net/iptables.js';
+import { iptables } from '../../lib/net/xtables/iptables.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 

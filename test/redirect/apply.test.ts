@@ -2,9 +2,9 @@
 // apply executes nothing (counted through the seams), verify names drift
 // injected by hand, apply repairs it, remove deletes only what is ours.
 import { describe, expect, it } from 'vitest';
-import { iptables } from '../../lib/net/iptables.js';
-import type { Netns } from '../../lib/net/netns.js';
-import { nft } from '../../lib/net/nft.js';
+import { iptables } from '../../lib/net/xtables/iptables.js';
+import type { Netns } from '../../lib/net/netns/netns.js';
+import { nft } from '../../lib/net/nft/tool.js';
 import {
   apply, execIptables, execNft, hostProbeRules, inpodRules, remove, sidecarRules, verify,
   type Backend, type IptablesRunner, type NftSender, type RuleModel,

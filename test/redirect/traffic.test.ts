@@ -3,8 +3,8 @@
 // pod behave like ztunnel (15001, 15006, 15008, 15053; marked 0x539) and say
 // where each connection was headed; probes run inside the namespaces.
 import { describe, expect, it } from 'vitest';
-import { iptables } from '../../lib/net/iptables.js';
-import { nft } from '../../lib/net/nft.js';
+import { iptables } from '../../lib/net/xtables/iptables.js';
+import { nft } from '../../lib/net/nft/tool.js';
 import { apply, hostProbeRules, inpodRules, sidecarRules, verify, type Backend } from '../../lib/redirect/index.js';
 import { privileged } from '../helpers/privileged.js';
 import {

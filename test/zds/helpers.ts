@@ -3,7 +3,7 @@
 import { mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type UnixConnection } from '../../lib/net/seqpacket.js';
+import { connect, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { decodeRequest, encodeHello, encodeResponse, type WorkloadRequest } from '../../lib/zds/codec.js';
 
 export const openFds = (): number => readdirSync('/proc/self/fd').length;

@@ -3,8 +3,8 @@
 // original destinations, ztunnel's state machine and rejections, fault knobs.
 import { execFileSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { listen, type UnixConnection } from '../../lib/net/seqpacket.js';
-import type { Netns } from '../../lib/net/netns.js';
+import { listen, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
+import type { Netns } from '../../lib/net/netns/netns.js';
 import { encodeRequest, decodeResponse, encodeHello } from '../../lib/zds/codec.js';
 import { ZtunnelPeer } from '../../lib/zds/peer.js';
 import { ZdsServer, type ZdsPod } from '../../lib/zds/server.js';

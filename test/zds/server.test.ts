@@ -3,7 +3,7 @@
 // timeouts, garbage, oversized records, rate limiting and fd hygiene.
 import { closeSync, statSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { connect } from '../../lib/net/seqpacket.js';
+import { connect } from '../../lib/net/sock/seqpacket.js';
 import { native } from '../../lib/native.js';
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../../lib/zds/server.js';
 import { ZdsError } from '../../lib/zds/errors.js';

@@ -1,0 +1,89 @@
+// nf_tables set elements over netlink, encoded directly: the node agent adds
+// and removes one pod's IPs in the probe sets on every enrollment, and going
+// through the script compiler for two elements costs more than the kernel
+// work. One batch per call, atomic; comments use libnftnl's udata layout so
+// `nft list` shows them.
+import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REQUEST, type RawMsg } from '../nl/codec.js';
+import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nftBatch, nfgenmsg, nfnlType } from '../nl/nfnl.js';
+import type { NlTransport } from '../nl/transport.js';
+
+const SUBSYS = NFNL_SUBSYS_NFTABLES;
+const NEWSETELEM = 12;
+const GETSETELEM = 13;
+const DELSETELEM = 14;
+const LIST = { TABLE: 1, SET: 2, ELEMENTS: 3 } as const;
+const ELEM = { KEY: 1, USERDATA: 6 } as const;
+const NFTA_LIST_ELEM = 1;
+const NFTA_DATA_VALUE = 1;
+const UDATA_COMMENT = 0;  // NFTNL_UDATA_SET_ELEM_COMMENT
+const MAX_COMMENT = 127;
+
+export const NFPROTO_INET = 1;
+
+export interface SetElemOp {
+  op: 'add' | 'delete';
+  set: string;
+  /** The key in network byte order (an IPv4/IPv6 address for ipv4_addr/ipv6_addr sets). */
+  key: Buffer;
+  comment?: string;
+}
+
+export interface SetElem {
+  key: Buffer;
+  comment?: string;
+}
+
+function udata(comment: string): Buffer {
+  const text = Buffer.from(`${comment}\0`);
+  if (text.length - 1 > MAX_COMMENT || comment.includes('\0')) throw new RangeError(`set element comment longer than ${MAX_COMMENT} bytes`);
+  return Buffer.concat([Buffer.from([UDATA_COMMENT, text.length]), text]);
+}
+
+/** One atomic batch of element additions/deletions in one table; only the last message asks for an ACK. */
+export function setElemBatch(family: number, table: string, ops: SetElemOp[]): Buffer {
+  if (ops.length === 0) throw new RangeError('setElemBatch: no operations');
+  const msgs = ops.map((o, i) => {
+    const type = nfnlType(SUBSYS, o.op === 'add' ? NEWSETELEM : DELSETELEM);
+    const flags = NLM_F_REQUEST | (o.op === 'add' ? NLM_F_CREATE : 0) | (i === ops.length - 1 ? NLM_F_ACK : 0);
+    const w = new MsgWriter(type, flags).raw(nfgenmsg(family)).str(LIST.TABLE, table).str(LIST.SET, o.set);
+    w.begin(LIST.ELEMENTS, true).begin(NFTA_LIST_ELEM, true);
+    w.begin(ELEM.KEY, true).attr(NFTA_DATA_VALUE, o.key).end();
+    if (o.op === 'add' && o.comment !== undefined) w.attr(ELEM.USERDATA, udata(o.comment));
+    w.end().end();
+    return w.finish();
+  });
+  return nftBatch(msgs);
+}
+
+export async function sendSetElems(nf: NlTransport, family: number, table: string, ops: SetElemOp[]): Promise<void> {
+  if (ops.length) await nf.request(setElemBatch(family, table, ops), 'NFT_MSG_NEWSETELEM', true);
+}
+
+function parseElems(msgs: RawMsg[]): SetElem[] {
+  const out: SetElem[] = [];
+  for (const m of msgs) {
+    if ((m.type & 0xff) !== NEWSETELEM) continue;
+    const list = new Attrs(m.body, 4).nested(LIST.ELEMENTS);
+    for (const [, elem] of list?.all ?? []) {
+      const e = new Attrs(elem);
+      const key = e.nested(ELEM.KEY)?.raw(NFTA_DATA_VALUE);
+      if (!key) continue;
+      const el: SetElem = { key: Buffer.from(key) };
+      const u = e.raw(ELEM.USERDATA);
+      // udata TLVs: type, length, value; the comment is NUL-terminated.
+      for (let off = 0; u && off + 2 <= u.length; off += 2 + u[off + 1]!) {
+        if (u[off] === UDATA_COMMENT) el.comment = u.toString('utf8', off + 2, off + 2 + u[off + 1]!).replace(/\0.*$/s, '');
+      }
+      out.push(el);
+    }
+  }
+  return out;
+}
+
+/** The elements of a set (ENOENT when the table or set is missing). */
+export async function listSetElems(nf: NlTransport, family: number, table: string, set: string): Promise<SetElem[]> {
+  const msg = new MsgWriter(nfnlType(SUBSYS, GETSETELEM), NLM_F_REQUEST | NLM_F_DUMP).raw(nfgenmsg(family))
+    .str(LIST.TABLE, table).str(LIST.SET, set).finish();
+  return parseElems(await nf.dump(msg, 'NFT_MSG_GETSETELEM'));
+}
+
