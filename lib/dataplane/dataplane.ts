@@ -1,17 +1,32 @@
 // The enrollment pipeline the node agent runs for every pod:
 //   netns → in-pod rules → ztunnel (ZDS add + ack) → host probe set.
-// Per-pod operations are serialised; different pods run concurrently.
+// Per-pod operations (enroll, unenroll, reconcile, verify) are serialised;
+// different pods run concurrently, reconcile at most `concurrency` at once.
+// Per-pod state is transactional: after a failure the pod is either still
+// fully enrolled and cached as before, or fully removed; a failed unenroll
+// keeps the entry so that a retry can finish it.
 import { statSync } from 'node:fs';
+import { constants as osc } from 'node:os';
 import { EnrollError } from './errors.js';
 import { KeyedLock } from '../util/keyed-lock.js';
+import { mapLimit } from '../util/limit.js';
 import { NetnsRef } from './netns-ref.js';
+import { formatIp, parseIp } from '../net/ip.js';
 import { PodCache, type CacheEntry } from './pod-cache.js';
+import { InvalidPodError, validatePod } from './pod-info.js';
+import { ProbeIndex } from './probe-index.js';
 import type { DriftReport, PodInfo, ProbeSet, RuleBackend, ZtunnelSink } from './types.js';
+
+/** Pods reconciled at once by default: each holds a netns fd and a job thread while it runs. */
+export const RECONCILE_CONCURRENCY = 16;
 
 export interface DataplaneOptions {
   rules: RuleBackend;
   ztunnel: ZtunnelSink;
+  /** The kernel probe set; ownership is tracked above it (ProbeIndex). */
   probes: ProbeSet;
+  /** Pods reconciled at once (default RECONCILE_CONCURRENCY). */
+  concurrency?: number;
   /** Warnings that need no action from the caller (foreign probe entries, ...). */
   warn?: (message: string) => void;
 }
@@ -45,61 +60,55 @@ export interface PodDrift extends DriftReport {
 
 export class Dataplane {
   readonly cache = new PodCache();
+  /** The probe set's owners by IP, over the kernel set. */
+  readonly probes: ProbeIndex;
   private readonly lock = new KeyedLock();
   private readonly warn: (m: string) => void;
   private readonly inflight = new Set<Promise<unknown>>();
+  private readonly concurrency: number;
   private closed = false;
 
   constructor(private readonly opts: DataplaneOptions) {
     this.warn = opts.warn ?? (() => undefined);
+    this.probes = new ProbeIndex(opts.probes);
+    const c = opts.concurrency ?? RECONCILE_CONCURRENCY;
+    if (!Number.isInteger(c) || c < 1 || c > 1024) throw new RangeError(`concurrency ${c} must be an integer in 1..1024`);
+    this.concurrency = c;
   }
 
-  /** Creates the host probe set (and its host rule) if missing. */
+  /** Creates the host probe set (and its host rule) if missing and loads its owners. */
   async start(): Promise<void> {
-    await this.opts.probes.ensure();
+    await this.probes.ensure();
+    await this.probes.load();
   }
 
   /**
-   * Puts a pod into the mesh. Without `netnsPath` the cached netns is used.
-   * Throws EnrollError: non-retryable for netns/rule failures (no trace left),
-   * retryable for ztunnel/probe-set failures (the pod stays cached).
+   * Puts a pod into the mesh (or re-enrolls it). Without `netnsPath` the
+   * cached netns is used. Throws EnrollError: `input` (invalid PodInfo:
+   * nothing written), `netns` and `rules` (a new pod leaves no trace; an
+   * enrolled pod stays enrolled as it was), `ztunnel` and `probe-set`
+   * (retryable: the pod stays cached with its netns, the next ztunnel
+   * snapshot delivers it).
    */
   enroll(pod: PodInfo, opts: { netnsPath?: string } = {}): Promise<EnrollResult> {
+    try {
+      validatePod(pod);
+    } catch (err) {
+      return Promise.reject(new EnrollError(uidOf(pod), 'input', false, err));
+    }
     return this.track(pod.uid, () => this.enrollLocked(pod, opts.netnsPath));
   }
 
   private async enrollLocked(pod: PodInfo, netnsPath: string | undefined): Promise<EnrollResult> {
-    // A placeholder first, so a ztunnel connecting meanwhile is told to keep the pod.
-    this.cache.ensure(pod);
-    let ref: NetnsRef;
-    try {
-      if (netnsPath !== undefined) {
-        ref = this.cache.upsert(pod, NetnsRef.open(netnsPath));
-      } else {
-        const entry = this.cache.get(pod.uid)!;
-        if (!entry.netns) throw Object.assign(new Error('netns not given and the pod has none cached'), { code: 'ENOENT' });
-        entry.pod = pod;
-        ref = entry.netns;
-      }
-    } catch (err) {
-      this.cache.take(pod.uid)?.netns?.release();
-      throw new EnrollError(pod.uid, 'netns', false, err);
-    }
-    try {
-      await ref.use((ns) => this.opts.rules.apply(ns, pod));
-    } catch (err) {
-      // Undo whatever part of the rules got in (routes, one family), then forget the pod.
-      await ref.use((ns) => this.opts.rules.remove(ns, pod)).catch(() => undefined);
-      this.cache.take(pod.uid)?.netns?.release();
-      throw new EnrollError(pod.uid, 'rules', false, err);
-    }
+    const { ref } = await this.establish(pod, netnsPath, 'apply');
     try {
       await ref.use((ns) => this.opts.ztunnel.podAdded(pod, ns));
     } catch (err) {
       throw new EnrollError(pod.uid, 'ztunnel', true, err);
     }
     try {
-      await this.opts.probes.upsert(pod.ips, pod.uid);
+      await this.probes.upsert(pod.ips, pod.uid, { force: true });
+      await this.probes.retain(pod.uid, pod.ips);  // IPs the pod no longer has
     } catch (err) {
       throw new EnrollError(pod.uid, 'probe-set', true, err);
     }
@@ -107,100 +116,168 @@ export class Dataplane {
   }
 
   /**
-   * Takes a pod out of the mesh: probe-set entries (only those commented with
-   * its UID), the cache entry, the in-pod rules (only if the pod still runs),
-   * then a ZDS delete to every ztunnel. The netns fd is released exactly once.
+   * Opens the pod's netns (or reuses the cached handle of the same netns),
+   * gets its rules in place (`apply`, or `verify` and re-apply only on
+   * drift) and only then commits the handle to the cache. On failure the
+   * cache entry is as it was; rules are undone only in a netns that was not
+   * the pod's working one. Returns the committed handle (`repaired`: drift
+   * was found and fixed).
+   */
+  private async establish(pod: PodInfo, netnsPath: string | undefined, mode: 'apply' | 'verify'): Promise<{ ref: NetnsRef; repaired: boolean }> {
+    const prior = this.cache.get(pod.uid);
+    const cached = prior?.netns && !prior.netns.released ? prior.netns : undefined;
+    let ref: NetnsRef;
+    let fresh = false;
+    try {
+      if (netnsPath !== undefined) {
+        const opened = NetnsRef.open(netnsPath);
+        if (cached && cached.sameNetns(opened)) {
+          opened.release();
+          ref = cached;
+        } else {
+          ref = opened;
+          fresh = true;
+        }
+      } else {
+        if (!cached) throw new InvalidPodError('netnsPath', 'not given and the pod has no netns cached');
+        ref = cached;
+      }
+    } catch (err) {
+      throw new EnrollError(pod.uid, 'netns', false, err instanceof InvalidPodError ? Object.assign(err, { code: 'ENOENT', errno: osc.errno.ENOENT }) : err);
+    }
+    // A new pod gets a placeholder first, so a ztunnel connecting meanwhile is told to keep it.
+    const placeholder = prior === undefined;
+    if (placeholder) this.cache.ensure(pod);
+    let repaired = false;
+    try {
+      if (mode === 'apply') {
+        await ref.use((ns) => this.opts.rules.apply(ns, pod));
+      } else if (!(await ref.use((ns) => this.opts.rules.verify(ns, pod))).ok) {
+        await ref.use((ns) => this.opts.rules.apply(ns, pod));
+        repaired = true;
+      }
+    } catch (err) {
+      if (fresh) {
+        // Undo whatever part got into the new netns (routes, one family); never touch the working one.
+        await ref.use((ns) => this.opts.rules.remove(ns, pod)).catch(() => undefined);
+        ref.release();
+      }
+      if (placeholder) this.cache.take(pod.uid);
+      throw new EnrollError(pod.uid, 'rules', !fresh, err);
+    }
+    this.cache.commit(pod, ref);
+    return { ref, repaired };
+  }
+
+  /**
+   * Takes a pod out of the mesh: the in-pod rules (only if the pod still
+   * runs), a ZDS delete to every ztunnel, the probe-set entries it owns,
+   * then the cache entry, whose netns fd is released exactly once. The
+   * entry stays (marked leaving, not offered to new ztunnels) until every
+   * step succeeded, so a retry after a failure can finish the job.
    */
   unenroll(pod: PodInfo, opts: { podDeleted: boolean }): Promise<{ rulesRemoved: boolean }> {
+    if (typeof pod?.uid !== 'string' || pod.uid.length === 0 || !Array.isArray(pod.ips))
+      return Promise.reject(new InvalidPodError('uid', 'unenroll needs the pod UID and its IPs'));
     return this.track(pod.uid, async () => {
-      const { foreign } = await this.opts.probes.removeOwned(pod.ips, pod.uid);
-      for (const f of foreign) this.warn(`probe set: ${f.ip} belongs to pod ${f.uid}, not ${pod.uid}; left in place`);
-      const entry = this.cache.take(pod.uid);
+      const entry = this.cache.get(pod.uid);
+      if (entry) entry.leaving = true;
       let rulesRemoved = false;
-      try {
-        if (!opts.podDeleted) {
-          if (entry?.netns) {
-            await entry.netns.use((ns) => this.opts.rules.remove(ns, pod));
-            rulesRemoved = true;
-          } else {
-            this.warn(`pod ${pod.uid}: no cached netns, in-pod rules not removed`);
-          }
+      if (!opts.podDeleted) {
+        if (entry?.netns) {
+          await entry.netns.use((ns) => this.opts.rules.remove(ns, entry.pod));
+          rulesRemoved = true;
+        } else {
+          this.warn(`pod ${pod.uid}: no cached netns, in-pod rules not removed`);
         }
-        await this.opts.ztunnel.podDeleted(pod.uid);
-      } finally {
-        entry?.netns?.release();
       }
+      await this.opts.ztunnel.podDeleted(pod.uid);
+      const { foreign } = await this.probes.removeOwned([...pod.ips, ...(entry?.pod.ips ?? [])], pod.uid);
+      for (const f of foreign) this.warn(`probe set: ${f.ip} belongs to pod ${f.uid}, not ${pod.uid}; left in place`);
+      this.cache.take(pod.uid)?.netns?.release();
       return { rulesRemoved };
     });
   }
 
-  /** The cached pods (ZDS snapshots read this: netns → add, none → keep). */
+  /** The cached pods a new ztunnel is given (netns → add, none → keep); leaving ones are not. */
   snapshot(): CacheEntry[] {
-    return this.cache.snapshot();
+    return this.cache.snapshot().filter((e) => !e.leaving);
   }
 
   /**
    * Rebuilds state after a restart from the pods that should be enrolled:
-   * re-opens each netns, verifies its rules and re-applies only on drift
-   * (running pods' traffic is not touched otherwise), refills the probe set
-   * and prunes stale entries — unless the snapshot is incomplete (a pod
+   * reloads the probe set's owners from the kernel, re-opens each netns,
+   * verifies its rules and re-applies only on drift (running pods' traffic
+   * is not touched otherwise), refills the probe set and prunes stale
+   * entries — unless the snapshot is incomplete (an invalid pod, a pod
    * without IPs or whose netns could not be opened), when nothing is pruned.
+   * At most `concurrency` pods are worked on at once; entries of pods
+   * enrolled meanwhile are never pruned.
    */
   async reconcile(items: ReconcileItem[]): Promise<ReconcileReport> {
     const report: ReconcileReport = { pods: items.length, repaired: [], failed: [], probeEntries: 0, pruned: [], complete: true };
     const keep = new Set<string>();
-    await Promise.all(items.map((item) => this.track(item.pod.uid, async () => {
+    const fail = (uid: string, err: unknown) => {
+      report.complete = false;
+      report.failed.push({ uid, error: err instanceof Error ? err.message : String(err) });
+    };
+    await this.probes.load();
+    await mapLimit(items, this.concurrency, async (item) => {
       const { pod } = item;
-      if (pod.ips.length === 0) report.complete = false;
       try {
+        validatePod(pod);
+      } catch (err) {
+        fail(uidOf(pod), err);
+        return;
+      }
+      await this.track(pod.uid, async () => {
+        if (pod.ips.length === 0) report.complete = false;
         if (item.netnsPath === undefined) {
           this.cache.ensure(pod);
           report.complete = false;
-        } else {
-          const ref = this.cache.upsert(pod, NetnsRef.open(item.netnsPath));
-          const state = await ref.use((ns) => this.opts.rules.verify(ns, pod));
-          if (!state.ok) {
-            await ref.use((ns) => this.opts.rules.apply(ns, pod));
-            report.repaired.push(pod.uid);
-          }
+        } else if ((await this.establish(pod, item.netnsPath, 'verify')).repaired) {
+          report.repaired.push(pod.uid);
         }
-        await this.opts.probes.upsert(pod.ips, pod.uid);
+        await this.probes.upsert(pod.ips, pod.uid);
         for (const ip of pod.ips) keep.add(ip);
-      } catch (err) {
-        report.complete = false;
-        report.failed.push({ uid: pod.uid, error: err instanceof Error ? err.message : String(err) });
-      }
-    })));
-    if (report.complete) report.pruned = await this.opts.probes.prune(keep);
-    report.probeEntries = (await this.opts.probes.list()).length;
+      }).catch((err: unknown) => fail(pod.uid, err));
+    });
+    if (report.complete) report.pruned = await this.probes.prune(keep, (uid) => this.cache.has(uid));
+    report.probeEntries = (await this.probes.list()).length;
     return report;
   }
 
   /** What differs from the enrolled state of one pod: rules, netns identity, ztunnel, probe set. */
-  async verify(pod: PodInfo, opts: { netnsPath?: string } = {}): Promise<PodDrift> {
+  verify(pod: PodInfo, opts: { netnsPath?: string } = {}): Promise<PodDrift> {
+    if (typeof pod?.uid !== 'string' || pod.uid.length === 0) return Promise.reject(new InvalidPodError('uid', 'must be a non-empty string'));
+    return this.track(pod.uid, () => this.verifyLocked(pod, opts.netnsPath));
+  }
+
+  private async verifyLocked(pod: PodInfo, netnsPath: string | undefined): Promise<PodDrift> {
     const drift: string[] = [];
     const entry = this.cache.get(pod.uid);
     if (!entry) return { uid: pod.uid, ok: false, drift: ['pod is not enrolled'] };
     if (!entry.netns) {
       drift.push('no netns cached');
     } else {
-      if (opts.netnsPath !== undefined) {
+      if (netnsPath !== undefined) {
         try {
-          const st = statSync(opts.netnsPath);
-          if (st.ino !== entry.netns.ino) drift.push(`netns identity: ${opts.netnsPath} is inode ${st.ino}, cached ${entry.netns.ino}`);
+          const st = statSync(netnsPath);
+          if (st.ino !== entry.netns.ino) drift.push(`netns identity: ${netnsPath} is inode ${st.ino}, cached ${entry.netns.ino}`);
         } catch {
-          drift.push(`netns identity: ${opts.netnsPath} is gone (cached inode ${entry.netns.ino})`);
+          drift.push(`netns identity: ${netnsPath} is gone (cached inode ${entry.netns.ino})`);
         }
       }
-      const rules = await entry.netns.use((ns) => this.opts.rules.verify(ns, pod));
+      const rules = await entry.netns.use((ns) => this.opts.rules.verify(ns, entry.pod));
       drift.push(...rules.drift);
     }
     if (this.opts.ztunnel.knows && !this.opts.ztunnel.knows(pod.uid)) drift.push('ztunnel: pod not acknowledged by any connection');
-    const entries = await this.opts.probes.list();
-    for (const ip of pod.ips) {
-      const e = entries.find((x) => x.ip === ip);
-      if (!e) drift.push(`probe set: ${ip} missing`);
-      else if (e.uid !== pod.uid) drift.push(`probe set: ${ip} belongs to ${e.uid}`);
+    const entries = new Map((await this.probes.list()).map((e) => [e.ip, e.uid]));
+    for (const ip of entry.pod.ips) {
+      if (!this.probes.backend.handles(ip)) continue;
+      const owner = entries.get(ip) ?? entries.get(canonical(ip));
+      if (owner === undefined) drift.push(`probe set: ${ip} missing`);
+      else if (owner !== pod.uid) drift.push(`probe set: ${ip} belongs to ${owner}`);
     }
     return { uid: pod.uid, ok: drift.length === 0, drift };
   }
@@ -219,5 +296,19 @@ export class Dataplane {
     const done = () => this.inflight.delete(op);
     op.then(done, done);
     return op;
+  }
+}
+
+/** The UID of a pod whose info may be invalid, for error reports. */
+function uidOf(pod: unknown): string {
+  const uid = (pod as { uid?: unknown } | null)?.uid;
+  return typeof uid === 'string' ? uid.slice(0, 128) : '';
+}
+
+function canonical(ip: string): string {
+  try {
+    return formatIp(parseIp(ip).bytes);
+  } catch {
+    return ip;
   }
 }

@@ -1,8 +1,8 @@
-// Enrollment failures carry upstream's error classes: a netns or rule failure
+// Enrollment failures carry upstream's error classes: invalid pod info, a netns or rule failure
 // is non-retryable (nothing is left behind; the CNI ADD fails and kubelet
 // re-creates the sandbox), a ztunnel or probe-set failure is retryable (the
 // pod stays cached, so the next ztunnel snapshot delivers it).
-export type EnrollStage = 'netns' | 'rules' | 'ztunnel' | 'probe-set';
+export type EnrollStage = 'input' | 'netns' | 'rules' | 'ztunnel' | 'probe-set';
 
 export class EnrollError extends Error {
   readonly retryable: boolean;

@@ -18,6 +18,11 @@ export class NetnsRef {
     return this.ns.id.ino;
   }
 
+  /** Same namespace (device and inode) as another handle. */
+  sameNetns(other: NetnsRef): boolean {
+    return this.ns.equals(other.ns);
+  }
+
   get released(): boolean {
     return this.refs === 0;
   }

@@ -1,11 +1,16 @@
 // Pods known to the dataplane, keyed by UID: workload info plus the pod's
 // netns handle (or none yet: a placeholder that ztunnel is told to *keep*).
+// The cache changes only when a step has succeeded: the dataplane opens a
+// new netns handle, programs it, and only then commits it here, so a failed
+// attempt leaves the previous entry exactly as it was.
 import type { PodInfo } from './types.js';
 import type { NetnsRef } from './netns-ref.js';
 
 export interface CacheEntry {
   pod: PodInfo;
   netns?: NetnsRef;
+  /** An unenroll is under way (or failed half-way): not offered to new ztunnels. */
+  leaving?: boolean;
 }
 
 export class PodCache {
@@ -22,25 +27,30 @@ export class PodCache {
   }
 
   /**
-   * Stores the pod with its netns. Same inode as the cached handle → the new
-   * handle is released and the old one kept (same sandbox); different inode
-   * (sandbox re-created) → the new one replaces it and the old reference is
-   * dropped (in-flight users hold their own). Returns the effective handle.
+   * Stores the pod with its (already programmed) netns handle, taking over
+   * the caller's reference. A different handle replaces the cached one, whose
+   * reference is dropped (in-flight users hold their own); the same handle
+   * is kept as is. Clears `leaving`.
    */
-  upsert(pod: PodInfo, netns: NetnsRef): NetnsRef {
+  commit(pod: PodInfo, netns: NetnsRef): CacheEntry {
     const e = this.entries.get(pod.uid);
-    if (e?.netns && !e.netns.released && e.netns.ino === netns.ino && e.netns.ns.id.dev === netns.ns.id.dev) {
-      netns.release();
+    if (e && e.netns === netns) {
       e.pod = pod;
-      return e.netns;
+      delete e.leaving;
+      return e;
     }
     e?.netns?.release();
-    this.entries.set(pod.uid, { pod, netns });
-    return netns;
+    const next: CacheEntry = { pod, netns };
+    this.entries.set(pod.uid, next);
+    return next;
   }
 
   get(uid: string): CacheEntry | undefined {
     return this.entries.get(uid);
+  }
+
+  has(uid: string): boolean {
+    return this.entries.has(uid);
   }
 
   /** Removes the entry and hands its netns reference to the caller. */

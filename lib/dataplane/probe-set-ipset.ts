@@ -3,7 +3,7 @@
 // (node) netns, entries = pod IP with the pod UID as comment.
 import { isExist, isNotFound } from '../net/errors.js';
 import type { NetHandle } from '../net/netns/handle.js';
-import { parseIp } from '../net/ip.js';
+import { formatIp, parseIp } from '../net/ip.js';
 import type { ProbeEntry, ProbeSet } from './types.js';
 
 export const PROBE_SET_V4 = 'istio-inpod-probes-v4';
@@ -22,9 +22,13 @@ export class IpsetProbeSet implements ProbeSet {
     return this.ipv6 ? [PROBE_SET_V4, PROBE_SET_V6] : [PROBE_SET_V4];
   }
 
+  handles(ip: string): boolean {
+    return this.setFor(ip) !== undefined;
+  }
+
   async ensure(): Promise<void> {
-    for (const [name, family] of [[PROBE_SET_V4, 'inet'], [PROBE_SET_V6, 'inet6']] as const) {
-      if (family === 'inet6' && !this.ipv6) continue;
+    for (const [name, family] of [[PROBE_SET_V4, 4], [PROBE_SET_V6, 6]] as const) {
+      if (family === 6 && !this.ipv6) continue;
       try {
         await this.host.ipset.create(name, { type: 'hash:ip', family, comment: true }, { exist: true });
       } catch (err) {
@@ -34,32 +38,11 @@ export class IpsetProbeSet implements ProbeSet {
   }
 
   async upsert(ips: string[], uid: string): Promise<void> {
-    for (const ip of ips) {
-      const set = this.setFor(ip);
-      if (set) await this.host.ipset.add(set, { address: ip, comment: uid }, { exist: true });
-    }
+    for (const [set, group] of this.bySet(ips)) await this.host.ipset.add(set, group.map((address) => ({ address, comment: uid })), { exist: true });
   }
 
-  async removeOwned(ips: string[], uid: string): Promise<{ removed: string[]; foreign: ProbeEntry[] }> {
-    const removed: string[] = [];
-    const foreign: ProbeEntry[] = [];
-    const current = await this.list();
-    for (const ip of ips) {
-      const set = this.setFor(ip);
-      const entry = current.find((e) => e.ip === ip);
-      if (!set || !entry) continue;
-      if (entry.uid !== uid) {
-        foreign.push(entry);
-        continue;
-      }
-      try {
-        await this.host.ipset.del(set, ip);
-        removed.push(ip);
-      } catch (err) {
-        if (!isNotFound(err)) throw err;  // raced with another removal: fine
-      }
-    }
-    return { removed, foreign };
+  async remove(ips: string[]): Promise<void> {
+    for (const [set, group] of this.bySet(ips)) await this.host.ipset.del(set, group, { exist: true });
   }
 
   async list(): Promise<ProbeEntry[]> {
@@ -67,18 +50,12 @@ export class IpsetProbeSet implements ProbeSet {
     for (const name of this.names()) {
       try {
         const l = await this.host.ipset.list(name);
-        for (const e of l.entries) out.push({ ip: e.address, uid: e.comment ?? '' });
+        for (const e of l.entries) out.push({ ip: formatIp(parseIp(e.address).bytes), uid: e.comment ?? '' });
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
     }
     return out;
-  }
-
-  async prune(keep: ReadonlySet<string>): Promise<string[]> {
-    const stale = (await this.list()).filter((e) => !keep.has(e.ip));
-    for (const e of stale) await this.host.ipset.del(this.setFor(e.ip)!, e.ip, { exist: true });
-    return stale.map((e) => e.ip);
   }
 
   async flush(): Promise<void> {
@@ -88,5 +65,15 @@ export class IpsetProbeSet implements ProbeSet {
   /** Removes both sets (agent uninstall); tolerates missing ones. */
   async destroy(): Promise<void> {
     for (const name of this.names()) await this.host.ipset.destroy(name, { exist: true });
+  }
+
+  // One batched request per set.
+  private bySet(ips: string[]): Map<string, string[]> {
+    const out = new Map<string, string[]>();
+    for (const ip of ips) {
+      const set = this.setFor(ip);
+      if (set) out.set(set, [...(out.get(set) ?? []), ip]);
+    }
+    return out;
   }
 }

@@ -4,7 +4,8 @@
 // the pod UID as comment.
 import { isNotFound } from '../net/errors.js';
 import { formatIp, parseIp } from '../net/ip.js';
-import { listSetElems, NFPROTO_INET, sendSetElems, type SetElemOp } from '../net/nft/setelem.js';
+import { listSetElems, sendSetElems, type SetElemOp } from '../net/nft/setelem.js';
+import { NFPROTO_INET } from '../net/nl/nfnl.js';
 import type { Netns } from '../net/netns/netns.js';
 import { nft, Transaction } from '../net/nft/tool.js';
 import { compile, send } from '../net/nft/batch.js';
@@ -31,6 +32,10 @@ export class NftProbeSet implements ProbeSet {
     return { set: family === 4 ? PROBE_SET_V4 : PROBE_SET_V6, key: bytes };
   }
 
+  handles(ip: string): boolean {
+    return this.setFor(ip) !== undefined;
+  }
+
   private async nf() {
     return (await this.host.netlink()).nfnetlink;
   }
@@ -53,25 +58,14 @@ export class NftProbeSet implements ProbeSet {
     await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, ops);
   }
 
-  async removeOwned(ips: string[], uid: string): Promise<{ removed: string[]; foreign: ProbeEntry[] }> {
-    const current = await this.list();
-    const removed: string[] = [];
-    const foreign: ProbeEntry[] = [];
+  async remove(ips: string[]): Promise<void> {
     const ops: SetElemOp[] = [];
     for (const ip of ips) {
-      const canon = formatIp(parseIp(ip).bytes);
-      const entry = current.find((e) => e.ip === canon);
       const t = this.setFor(ip);
-      if (!entry || !t) continue;
-      if (entry.uid !== uid) {
-        foreign.push(entry);
-        continue;
-      }
-      ops.push({ op: 'delete', ...t });
-      removed.push(ip);
+      // add (no-op if present) + delete: a missing element is no error, all in one batch.
+      if (t) ops.push({ op: 'add', ...t }, { op: 'delete', ...t });
     }
     await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, ops);
-    return { removed, foreign };
   }
 
   async list(): Promise<ProbeEntry[]> {
@@ -85,12 +79,6 @@ export class NftProbeSet implements ProbeSet {
       }
     }
     return out;
-  }
-
-  async prune(keep: ReadonlySet<string>): Promise<string[]> {
-    const stale = (await this.list()).filter((e) => !keep.has(e.ip));
-    await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, stale.map((e) => ({ op: 'delete' as const, ...this.setFor(e.ip)! })));
-    return stale.map((e) => e.ip);
   }
 
   async flush(): Promise<void> {

@@ -40,16 +40,21 @@ export interface ProbeEntry {
   uid: string;
 }
 
-/** The host-side set of enrolled pod IPs that kubelet probes are SNATed for. */
+/**
+ * The kernel side of the host probe set (the IPs kubelet probes are SNATed
+ * for), one implementation per backend. Ownership (which pod an IP belongs
+ * to) is decided above it, in ProbeIndex, which serialises writes per IP.
+ */
 export interface ProbeSet {
   /** Creates the set(s) (and host rule) if missing. */
   ensure(): Promise<void>;
+  /** Whether an IP goes into the set at all (IPv6 ones are ignored without IPv6, as upstream). */
+  handles(ip: string): boolean;
   /** Adds or overwrites (upsert) each IP with the pod UID as comment. */
   upsert(ips: string[], uid: string): Promise<void>;
-  /** Removes each IP only when its comment is `uid`; reports foreign owners. */
-  removeOwned(ips: string[], uid: string): Promise<{ removed: string[]; foreign: ProbeEntry[] }>;
+  /** Removes each IP, whoever owns it; a missing one is no error. */
+  remove(ips: string[]): Promise<void>;
+  /** Every entry, read from the kernel (IPs in canonical form). */
   list(): Promise<ProbeEntry[]>;
-  /** Removes every entry whose IP is not in `keep`. */
-  prune(keep: ReadonlySet<string>): Promise<string[]>;
   flush(): Promise<void>;
 }

@@ -93,7 +93,7 @@ describe.skipIf(!privileged('nft', 'ipset', 'iptables-restore'))('enrollment on 
     await t.agent.dataplane.unenroll(a, { podDeleted: true });
     expect((await t.agent.probes.list()).map((e) => e.uid)).toEqual([b.uid, b.uid]);
 
-    Netns.remove(t.node.pods[0]!.netnsName);
+    await Netns.remove(t.node.pods[0]!.netnsName);
     const err = await t.agent.dataplane.enroll(a, { netnsPath: t.node.pods[0]!.netnsPath }).catch((e: unknown) => e);
     expect(err).toMatchObject({ stage: 'netns', retryable: false, code: 'ENOENT' });
     expect(t.agent.dataplane.cache.get(a.uid)).toBeUndefined();

@@ -7,10 +7,18 @@ export class FakeRules implements RuleBackend {
   applied = new Map<string, number>();  // uid → netns inode
   calls: string[] = [];
   failApply?: (pod: PodInfo) => boolean;
+  failRemove?: (pod: PodInfo) => boolean;
+  /** Milliseconds each call takes (to let concurrent operations interleave). */
+  delayMs = 0;
   drifted = new Set<string>();
+
+  private async pause(): Promise<void> {
+    if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
+  }
 
   async apply(ns: Netns, pod: PodInfo): Promise<void> {
     this.calls.push(`apply ${pod.uid}`);
+    await this.pause();
     if (this.failApply?.(pod)) {
       this.applied.set(pod.uid, ns.id.ino);  // half-applied state the pipeline must undo
       throw Object.assign(new Error('rules refused'), { code: 'EINVAL' });
@@ -21,12 +29,15 @@ export class FakeRules implements RuleBackend {
 
   async verify(ns: Netns, pod: PodInfo): Promise<DriftReport> {
     this.calls.push(`verify ${pod.uid}`);
+    await this.pause();
     const ok = this.applied.get(pod.uid) === ns.id.ino && !this.drifted.has(pod.uid);
     return { ok, drift: ok ? [] : ['rules missing'] };
   }
 
   async remove(_ns: Netns, pod: PodInfo): Promise<void> {
     this.calls.push(`remove ${pod.uid}`);
+    await this.pause();
+    if (this.failRemove?.(pod)) throw Object.assign(new Error('remove refused'), { code: 'EAGAIN' });
     this.applied.delete(pod.uid);
   }
 }
@@ -35,6 +46,7 @@ export class FakeZtunnel implements ZtunnelSink {
   known = new Map<string, number>();
   deleted: string[] = [];
   fail = false;
+  failDelete = false;
 
   async podAdded(pod: PodInfo, ns: Netns): Promise<void> {
     if (this.fail) throw Object.assign(new Error('no ztunnel connection'), { code: 'ENOTCONN' });
@@ -42,6 +54,7 @@ export class FakeZtunnel implements ZtunnelSink {
   }
 
   async podDeleted(uid: string): Promise<void> {
+    if (this.failDelete) throw Object.assign(new Error('ztunnel went away'), { code: 'EPIPE' });
     this.known.delete(uid);
     this.deleted.push(uid);
   }
@@ -56,31 +69,21 @@ export class FakeProbes implements ProbeSet {
   fail = false;
 
   async ensure(): Promise<void> {}
+  handles(ip: string): boolean {
+    return ip.length > 0;
+  }
   async upsert(ips: string[], uid: string): Promise<void> {
     if (this.fail) throw new Error('ipset down');
+    await Promise.resolve();
     for (const ip of ips) this.entries.set(ip, uid);
   }
-  async removeOwned(ips: string[], uid: string): Promise<{ removed: string[]; foreign: ProbeEntry[] }> {
-    const removed: string[] = [];
-    const foreign: ProbeEntry[] = [];
-    for (const ip of ips) {
-      const owner = this.entries.get(ip);
-      if (owner === undefined) continue;
-      if (owner !== uid) foreign.push({ ip, uid: owner });
-      else {
-        this.entries.delete(ip);
-        removed.push(ip);
-      }
-    }
-    return { removed, foreign };
+  async remove(ips: string[]): Promise<void> {
+    if (this.fail) throw new Error('ipset down');
+    await Promise.resolve();
+    for (const ip of ips) this.entries.delete(ip);
   }
   async list(): Promise<ProbeEntry[]> {
     return [...this.entries].map(([ip, uid]) => ({ ip, uid }));
-  }
-  async prune(keep: ReadonlySet<string>): Promise<string[]> {
-    const stale = [...this.entries.keys()].filter((ip) => !keep.has(ip));
-    for (const ip of stale) this.entries.delete(ip);
-    return stale;
   }
   async flush(): Promise<void> {
     this.entries.clear();

@@ -105,7 +105,8 @@ describe.skipIf(!privileged())('Dataplane pipeline', () => {
     const { dp, rules, ztunnel, probes, warnings } = setup();
     const before = fdCount();
     await dp.enroll(pod(6, ['10.1.0.6', '10.1.0.66']), { netnsPath: ns.path });
-    probes.entries.set('10.1.0.66', 'uid-other');  // IP reused by another pod meanwhile
+    // IP reused by another pod meanwhile.
+    await dp.enroll({ uid: 'uid-other', name: 'other', namespace: 'default', ips: ['10.1.0.66'] }, { netnsPath: ns.path });
     const r = await dp.unenroll(pod(6, ['10.1.0.6', '10.1.0.66']), { podDeleted: false });
     expect(r.rulesRemoved).toBe(true);
     expect(probes.entries.get('10.1.0.66')).toBe('uid-other');
@@ -113,6 +114,8 @@ describe.skipIf(!privileged())('Dataplane pipeline', () => {
     expect(warnings.some((w) => w.includes('10.1.0.66'))).toBe(true);
     expect(ztunnel.deleted).toEqual(['uid-6']);
     expect(dp.cache.get('uid-6')).toBeUndefined();
+    expect(fdCount()).toBe(before + 1);  // uid-other's netns
+    await dp.unenroll({ uid: 'uid-other', name: 'other', namespace: 'default', ips: ['10.1.0.66'] }, { podDeleted: true });
     expect(fdCount()).toBe(before);
     // A deleted pod: no rule removal.
     await dp.enroll(pod(7), { netnsPath: ns.path });
@@ -185,7 +188,7 @@ describe.skipIf(!privileged())('Dataplane pipeline', () => {
     const { dp, rules } = setup();
     const path = ns.path;
     rules.failApply = () => {
-      Netns.remove(ns.name);  // the sandbox's netns file vanishes while we work
+      void Netns.remove(ns.name);  // the sandbox's netns file vanishes while we work (unlinked before remove() returns)
       return false;
     };
     await dp.enroll(pod(10), { netnsPath: path });
