@@ -7,37 +7,17 @@
 import { Dataplane } from '../lib/dataplane/dataplane.js';
 import { IpsetProbeSet } from '../lib/dataplane/probe-set-ipset.js';
 import { NodeDataplane } from '../lib/dataplane/node.js';
-import type { PodInfo, RuleBackend } from '../lib/dataplane/types.js';
+import type { PodInfo } from '../lib/dataplane/types.js';
 import { ZdsZtunnel } from '../lib/dataplane/ztunnel-zds.js';
 import { buildNode, type DemoPod } from '../lib/demo/topology.js';
 import type { Netns } from '../lib/net/netns/netns.js';
-import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
-import { inpodRules } from '../lib/redirect/inpod.js';
-import { toIptablesRestore } from '../lib/redirect/render-iptables.js';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { IstioStyleRules } from './lib/istio-style.js';
 import { writeResults, type Series } from './lib/report.js';
 
 const SCALES = (process.argv[2] ?? process.env.SCALES ?? '100,500,1000').split(',').map(Number);
-
-/** Upstream's CreateInpodRules: netlink routing, then save + restore per family, each an exec in the netns. */
-class IstioStyleRules implements RuleBackend {
-  private readonly model = inpodRules({ ipv6: true, dnsCapture: true });
-  private readonly text = { 4: toIptablesRestore(this.model, 'ipv4'), 6: toIptablesRestore(this.model, 'ipv6') };
-
-  async apply(ns: Netns): Promise<void> {
-    await applyRouting(ns, await diffRouting(ns, this.model));
-    for (const [fam, save, restore] of [[4, 'iptables-save', 'iptables-restore'], [6, 'ip6tables-save', 'ip6tables-restore']] as const) {
-      const s = await ns.spawn([save], { timeoutMs: 30_000 });
-      if (s.code !== 0) throw new Error(`${save}: ${s.stderr}`);
-      const r = await ns.spawn([restore, '--noflush', '-v'], { stdin: this.text[fam], timeoutMs: 30_000 });
-      if (r.code !== 0) throw new Error(`${restore}: ${r.stderr}`);
-    }
-  }
-  async verify(): Promise<{ ok: boolean; drift: string[] }> { return { ok: true, drift: [] }; }
-  async remove(): Promise<void> {}
-}
 
 interface Agent {
   dataplane: Dataplane;

@@ -174,4 +174,30 @@ describe.skipIf(!privileged('ipset'))('transactional per-pod state', () => {
     expect(dp.snapshot().map((e) => e.pod.uid)).toEqual(['uid-11']);
     await dp.close();
   });
+
+  it('reconcile works on a bounded number of pods at once', async () => {
+    const ns = await freshNetns();
+    const rules = new FakeRules();
+    let inFlight = 0;
+    let peak = 0;
+    const verify = rules.verify.bind(rules);
+    rules.verify = async (n, p) => {
+      peak = Math.max(peak, ++inFlight);
+      try {
+        await sleep(2);
+        return await verify(n, p);
+      } finally {
+        inFlight--;
+      }
+    };
+    const dp = new Dataplane({ rules, ztunnel: new FakeZtunnel(), probes: new FakeProbes(), concurrency: 4 });
+    const before = fdCount();
+    const report = await dp.reconcile(Array.from({ length: 40 }, (_, i) => ({ pod: pod(2000 + i), netnsPath: ns.path })));
+    expect(report.failed).toEqual([]);
+    expect(report.repaired.length).toBe(40);
+    expect(peak).toBe(4);
+    await dp.close();
+    expect(fdCount()).toBeLessThanOrEqual(before);  // every netns handle released
+    expect(() => new Dataplane({ rules, ztunnel: new FakeZtunnel(), probes: new FakeProbes(), concurrency: 0 })).toThrow(RangeError);
+  });
 });
