@@ -26,7 +26,7 @@ async function main(): Promise<void> {
   try {
     const nl = await ns.netlink();
     const { ipset } = nl;
-    await ipset.create(SET, { type: 'hash:ip', family: 'inet', comment: true, maxelem: 1 << 20 });
+    await ipset.create(SET, { type: 'hash:ip', family: 4, comment: true, maxelem: 1 << 20 });
     const entries: IpsetEntry[] = Array.from({ length: N }, (_, i) => ({ address: ipOf(i), comment: uidOf(i) }));
     const check = async (what: string) => {
       const n = (await ipset.list(SET)).header.entries;
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   } finally {
     ns.close();
     try {
-      Netns.remove(name);
+      await Netns.remove(name);
     } catch (err) {
       // A concurrent test run's sweep of pwt-* may have removed it already.
       if ((err as { errno?: number }).errno !== constants.errno.ENOENT) throw err;

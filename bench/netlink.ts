@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     series.push({ label: 'ip netns exec /bin/true', samples: ipExec, notes: { n: N_EXEC } });
   } finally {
     ns.close();
-    Netns.remove(name);
+    await Netns.remove(name);
   }
   writeResults('netlink', 'podwire netns + rtnetlink vs iproute2 (per op)', series, {
     'ip route add process / podwire route add': ['ip route add (process per op)', 'podwire route add'],

@@ -65,7 +65,7 @@ async function perPod(n: number, fn: (ns: Netns, lap: (label: string) => void) =
       out.push(nowUs() - t0);
     } finally {
       ns.close();
-      Netns.remove(name);
+      await Netns.remove(name);
     }
   }
   return out;

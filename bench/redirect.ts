@@ -62,7 +62,7 @@ async function inFreshNetns(fn: (ns: Netns) => Promise<unknown>, label?: string,
     }
   } finally {
     ns.close();
-    Netns.remove(name);
+    await Netns.remove(name);
   }
 }
 

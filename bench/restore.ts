@@ -102,7 +102,7 @@ try {
   for (const { name, ns } of made) {
     ns.close();
     try {
-      Netns.remove(name);
+      await Netns.remove(name);
     } catch {
       // already gone
     }

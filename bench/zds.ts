@@ -141,7 +141,7 @@ try {
   for (const ns of nss) ns.close();
   for (const n of names) {
     try {
-      Netns.remove(n);
+      await Netns.remove(n);
     } catch {
       // not created
     }

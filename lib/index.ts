@@ -2,7 +2,7 @@
 
 // Network namespaces, rtnetlink, errors.
 export { Netns, NETNS_RUN_DIR } from './net/netns/netns.js';
-export type { NetnsId, SpawnOptions, SpawnResult } from './net/netns/netns.js';
+export type { NetnsId, SocketOptions, SpawnOptions, SpawnResult } from './net/netns/netns.js';
 export { NetHandle } from './net/netns/handle.js';
 export { NetError, isExist, isNotFound, errnoName, IPSET_ERRORS } from './net/errors.js';
 export type { NetErrorDetails } from './net/errors.js';
@@ -22,15 +22,18 @@ export type { ListenTcpOptions } from './net/sock/listen.js';
 export { listen as listenUnix, connect as connectUnix, socketPair, OwnedFd, UnixConnection, UnixListener } from './net/sock/seqpacket.js';
 
 // ipset (its API lives on the handle: `nl.ipset`), iptables and nft tools, native nftables.
-export type { IpsetEntry, IpsetCreateOptions, IpsetList, IpsetError } from './net/ipset/ipset.js';
+export type { IpsetEntry, IpsetCreateOptions, IpsetFamily, IpsetList, IpsetError } from './net/ipset/ipset.js';
 export { iptables } from './net/xtables/iptables.js';
-export type { IptablesMode, IptablesBackend, SavedTable, SavedChain, SavedRule } from './net/xtables/iptables.js';
+export type { IpFamily, IptablesMode, IptablesBackend, SavedTable, SavedChain, SavedRule } from './net/xtables/iptables.js';
 export { nft, Transaction } from './net/nft/tool.js';
 export type { NftRuleset, NftTable, NftChain, NftRule, NftSet } from './net/nft/tool.js';
 export { nftNative, NftBatchError } from './net/nft/batch.js';
+export { listTables } from './net/nft/dump.js';
+export type { NftTableId } from './net/nft/dump.js';
 export { captureNft, replayNft } from './net/nft/clone.js';
 export type { NftClone } from './net/nft/clone.js';
 export { ToolError } from './net/tool-error.js';
+export { NFPROTO_UNSPEC, NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6 } from './net/nl/nfnl.js';
 
 /** Redirection rule model, renderers, and the apply/verify/remove engine. */
 export * as redirect from './redirect/index.js';

@@ -12,6 +12,7 @@ import { NftProbeSet } from './probe-set-nft.js';
 import { RedirectRules, type NodeRedirectSettings } from './rules-redirect.js';
 import type { ProbeSet, ZtunnelSink } from './types.js';
 import { ZdsZtunnel } from './ztunnel-zds.js';
+import type { ZdsServerOptions } from '../zds/server.js';
 
 export interface NodeDataplaneOptions extends NodeRedirectSettings {
   /** The node's own netns (in production: the host's; in the demo: a simulated node). */
@@ -19,11 +20,28 @@ export interface NodeDataplaneOptions extends NodeRedirectSettings {
   backend: Backend;
   /** ZDS socket path (default /var/run/ztunnel/ztunnel.sock). */
   zdsPath?: string;
+  /** ZDS socket file mode (default 0o600). */
+  zdsMode?: number;
+  /** Accept only ZDS peers with these uids (SO_PEERCRED); default: anyone, as upstream. */
+  zdsAllowedUids?: number[];
+  /** Pods reconciled at once (default RECONCILE_CONCURRENCY). */
+  concurrency?: number;
   /** The kubelet's UID: nft has no `--socket-exists`, so the nft host rule matches it. */
   kubeletUid?: number;
   /** Substitute for the ZDS server (tests). */
   ztunnel?: ZtunnelSink;
   warn?: (message: string) => void;
+}
+
+/** The ZDS server's options out of the node's (only those given, so the server's defaults apply). */
+function zdsOptions(opts: NodeDataplaneOptions): Omit<ZdsServerOptions, 'provider'> {
+  const warn = opts.warn;
+  return {
+    ...(opts.zdsPath ? { path: opts.zdsPath } : {}),
+    ...(opts.zdsMode !== undefined ? { mode: opts.zdsMode } : {}),
+    ...(opts.zdsAllowedUids !== undefined ? { allowedUids: opts.zdsAllowedUids } : {}),
+    ...(warn ? { warn: (err: Error) => warn(`ztunnel server: ${err.message}`) } : {}),
+  };
 }
 
 export class NodeDataplane {
@@ -43,8 +61,8 @@ export class NodeDataplane {
       ...(opts.backend === 'nftables' ? { kubeletUid: opts.kubeletUid ?? 0 } : {}),
     });
     let dp: Dataplane | undefined;
-    this.zds = opts.ztunnel ? undefined : new ZdsZtunnel(opts.zdsPath ? { path: opts.zdsPath } : {}, () => dp?.snapshot() ?? []);
-    dp = new Dataplane({ rules: this.rules, ztunnel: opts.ztunnel ?? this.zds!, probes, ...(opts.warn ? { warn: opts.warn } : {}) });
+    this.zds = opts.ztunnel ? undefined : new ZdsZtunnel(zdsOptions(opts), () => dp?.snapshot() ?? []);
+    dp = new Dataplane({ rules: this.rules, ztunnel: opts.ztunnel ?? this.zds!, probes, ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}), ...(opts.warn ? { warn: opts.warn } : {}) });
     this.dataplane = dp;
   }
 

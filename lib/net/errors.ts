@@ -115,3 +115,12 @@ export function isNotFound(err: unknown): boolean {
   const { code, op } = fieldsOf(err);
   return code !== undefined && (NOT_FOUND.has(code) || ipsetDelMissing(code, op));
 }
+
+/** A Node socket error (`code`, `errno` < 0) as a NetError with `op`; the original is the `cause`. */
+export function fromNodeError(err: Error, op: string): NetError {
+  if (err instanceof NetError) return err;
+  const e = err as NodeJS.ErrnoException;
+  const name = typeof e.code === 'string' ? e.code : undefined;
+  const errno = typeof e.errno === 'number' ? Math.abs(e.errno) : name !== undefined ? (constants.errno as Record<string, number>)[name] ?? 0 : 0;
+  return new NetError(err.message, { errno, op, ...(name !== undefined ? { code: name } : {}), cause: err });
+}

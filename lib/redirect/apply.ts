@@ -98,6 +98,14 @@ export function verify(ns: Netns, model: RuleModel, opts: Partial<EngineOptions>
  * Deletes what podwire owns for this model (our tables, chains, jumps,
  * routes, policy rules, addresses), whatever part of it is there, and says
  * what it removed. Rules go first, then routing (as Istio).
+ *
+ * Matching is by value: in places podwire shares with others — rules in the
+ * built-in iptables chains (our jumps, the DROP guardrails), routes, policy
+ * rules and addresses — only entries equal to the model's are deleted, and
+ * foreign ones there are left alone (nothing is deleted by position or by
+ * handle). What podwire owns by name goes whole, whatever it holds: its
+ * iptables chains (`ISTIO_*`, flushed then deleted), its nft tables (in-pod
+ * and sidecar), and its chains in the host table (whose sets stay).
  */
 export function remove(ns: Netns, model: RuleModel, opts: EngineOptions): Promise<RemoveResult> {
   check(ns, model);

@@ -1,13 +1,18 @@
-// The nftables backend of the engine: the model's tables (family inet) are
-// read with one `nft -j list ruleset`, compared with what the same script
-// prints back in a scratch netns, and written as one transaction: per table
-// `add table` + `flush table` + chains + rules, with chains that are foreign
-// or whose hook changed deleted inside the same transaction, so the pod is
-// never between two states. The send step goes through an NftSender, so the
-// native nfnetlink path can replace the `nft` binary later.
+// The nftables backend of the engine. Reading: one nf_tables table dump over
+// netlink (listTables); a netns with no table (a new pod) is not read further;
+// an unchanged one is confirmed by a native dump compared with the compiled
+// batch (nft verify); otherwise the model's tables (family inet) are read
+// with `nft -j list ruleset` and compared with what the same script prints
+// back in a scratch netns. Writing: one transaction — per table `add table` +
+// `flush table` + chains + rules, with chains that are foreign or whose hook
+// changed deleted inside it, so the pod is never between two states — sent
+// through an NftSender: by default (nativeNft) the script compiled once into
+// an nfnetlink batch and sent through the netns's netfilter socket, with
+// `nft -f` only for what the compiler does not cover (reported).
 import type { Netns } from '../net/netns/netns.js';
 import { compileCached, verify as nftVerify } from '../net/nft/batch.js';
-import { nftTables } from './pristine.js';
+import { listTables } from '../net/nft/dump.js';
+import { NFPROTO_INET } from '../net/nl/nfnl.js';
 import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft/tool.js';
 import { nativeNft, type NftSender } from './engine-types.js';
 import type { RuleModel } from './model.js';
@@ -173,14 +178,12 @@ export async function diffNft(model: RuleModel, live: NftRuleset, liveText: () =
  * with one native netlink dump instead of listing it with `nft`.
  */
 export async function readNft(ns: Netns, model: RuleModel, sender: NftSender = nativeNft, quick = false): Promise<NftState> {
-  const tables = await nftTables(ns);
+  const tables = await listTables(ns);
   // No nf_tables table at all (a new pod): nothing to list back.
   if (tables.length === 0) return diffNft(model, { tables: [] }, async () => '');
   if (quick && sender === nativeNft && await unchanged(ns, model, tables)) return { drift: [], residue: true, tables: [] };
   return diffNft(model, await sender.list(ns), () => sender.listText(ns));
 }
-
-const NFPROTO_INET = 1;
 
 /** True when the netns holds exactly the model's tables, chains and rules (native dump and compare). */
 async function unchanged(ns: Netns, model: RuleModel, tables: Array<{ family: number; name: string }>): Promise<boolean> {

@@ -1,6 +1,7 @@
 // Shapes shared by the redirection engine's parts, and the seams through
-// which it reaches the rule tools: tests count calls through them, and the
-// native nfnetlink path (issue 7) can replace the nft exec path later.
+// which it reaches the rule tools: tests count calls through them. The
+// default nft seam is the native nfnetlink path (lib/net/nft/batch.ts);
+// execNft is the `nft` binary path it is tested against.
 import { iptables, type IptablesMode } from '../net/xtables/iptables.js';
 import type { Netns } from '../net/netns/netns.js';
 import { nft, type NftRuleset } from '../net/nft/tool.js';
@@ -35,7 +36,7 @@ export interface IptablesRunner {
 
 /**
  * How nft scripts reach a netns and how its ruleset is read back. The default
- * spawns `nft` inside the netns; a native nfnetlink sender can take its place.
+ * (nativeNft) sends scripts as native nfnetlink batches; execNft spawns `nft`.
  */
 export interface NftSender {
   /** One atomic transaction. */
@@ -61,10 +62,7 @@ export const nativeNft: NftSender = nativeNftSender;
 export const execNft: NftSender = {
   applyScript: (ns, script) => nft.apply(ns, script),
   list: (ns) => nft.list(ns),
-  listText: async (ns) => {
-    const r = await ns.spawn(['nft', '-a', 'list', 'ruleset'], { env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' }, timeoutMs: 60_000 });
-    return r.code === 0 ? r.stdout : '';
-  },
+  listText: (ns) => nft.listText(ns, { handles: true }),
 };
 
 export interface EngineOptions {

@@ -1,6 +1,6 @@
 // The rule model: what podwire programs into a netns, as data. One model
-// feeds both renderers (iptables-restore text, nft script) and, later, the
-// apply/verify engine. Matches and targets are structured; the few fields
+// feeds both renderers (iptables-restore text, nft script) and the
+// apply/verify/remove engine. Matches and targets are structured; the few fields
 // named `nft`/`module`/`toPortFlag`/`hex` only choose between spellings that
 // the kernel treats identically, so the rendered text is byte-identical to
 // what Istio writes for the same configuration.

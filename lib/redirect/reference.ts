@@ -42,7 +42,7 @@ export function iptablesReference(text: string, family: Family, mode: IptablesMo
     hit = withScratchNetns(async (ns) => {
       if (ipsets.length > 0) {
         const nl = await ns.netlink();
-        for (const name of ipsets) await nl.ipset.create(name, { type: 'hash:ip', family: family === 'ipv4' ? 'inet' : 'inet6', comment: true });
+        for (const name of ipsets) await nl.ipset.create(name, { type: 'hash:ip', family: family === 'ipv4' ? 4 : 6, comment: true });
       }
       const fam = family === 'ipv4' ? 4 : 6;
       const m = mode ? { mode } : {};

@@ -16,7 +16,11 @@ export type ZdsErrorCode =
   /** The peer broke the protocol (unsolicited data, fds on a response, no ack payload). */
   | 'ZDS_PROTOCOL'
   /** A request would encode to more than 1024 bytes (ztunnel's receive buffer). */
-  | 'ZDS_TOO_LARGE';
+  | 'ZDS_TOO_LARGE'
+  /** A connection that had not said hello was closed to make room for newer ones (maxPendingHellos). */
+  | 'ZDS_EVICTED'
+  /** A snapshot entry was skipped (bad uid or workload info, too large, closed netns); the rest was sent. */
+  | 'ZDS_BAD_ENTRY';
 
 export class ZdsError extends Error {
   readonly code: ZdsErrorCode;

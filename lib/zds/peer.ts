@@ -15,6 +15,7 @@ import { adoptTcpServer } from '../net/sock/listen.js';
 import { connect, OwnedFd, type UnixConnection } from '../net/sock/seqpacket.js';
 import { decodeRequest, encodeHello, encodeResponse, ZDS_MAX_RECORD, ZDS_VERSION_V1, type WorkloadInfo, type WorkloadRequest } from './codec.js';
 import { ZTUNNEL_SOCKET_PATH } from './server.js';
+import { checkTimeout, optionalTimeout } from '../util/timeout.js';
 
 /** ztunnel's in-pod packet mark (DEFAULT_INPOD_MARK); the CNI rules skip it. */
 export const INPOD_MARK = 0x539;
@@ -45,7 +46,24 @@ export interface ZtunnelPeerOptions {
   retryMs?: number;
   /** Reconnect after a dropped connection (default true; never after a fatal error). */
   reconnect?: boolean;
+  /** Entries kept in `log` (the newest; older ones are dropped). Default 1000; 0 keeps none. */
+  maxLogEntries?: number;
+  /** Entries kept in `captures` (the newest). Default 1000. */
+  maxCaptures?: number;
   faults?: PeerFaults;
+}
+
+const DEFAULT_MAX_LOG = 1000;
+const DEFAULT_MAX_CAPTURES = 1000;
+
+function cap(v: number | undefined, dflt: number, what: string): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 10_000_000) throw new RangeError(`${what} must be an integer in 0..10000000`);
+  return v;
+}
+
+function checkFaults(f: PeerFaults): void {
+  optionalTimeout(f.ackDelayMs, 'faults.ackDelayMs', undefined, { allowZero: true });
 }
 
 export interface PeerLogEntry {
@@ -97,7 +115,9 @@ class ReadError extends Error {}
 export class ZtunnelPeer extends EventEmitter {
   readonly path: string;
   readonly faults: PeerFaults;
+  /** The newest requests received, oldest first (at most maxLogEntries). */
   readonly log: PeerLogEntry[] = [];
+  /** The newest captures, oldest first (at most maxCaptures). */
   readonly captures: Capture[] = [];
   readonly counters = { connects: 0, messages: 0, acks: 0, nacks: 0, proxiesStarted: 0, proxiesStopped: 0 };
   /** Accepted TCP connections and UDP datagrams per port, all pods together. */
@@ -119,13 +139,16 @@ export class ZtunnelPeer extends EventEmitter {
     super();
     this.path = opts.path ?? ZTUNNEL_SOCKET_PATH;
     this.faults = opts.faults ?? {};
+    checkFaults(this.faults);
     this.#opts = {
       listeners: opts.listeners ?? true,
       mark: opts.mark ?? INPOD_MARK,
-      backoffInitialMs: opts.backoffInitialMs ?? 20,
-      backoffMaxMs: opts.backoffMaxMs ?? 15_000,
-      retryMs: opts.retryMs ?? 5000,
+      backoffInitialMs: optionalTimeout(opts.backoffInitialMs, 'backoffInitialMs', 20),
+      backoffMaxMs: optionalTimeout(opts.backoffMaxMs, 'backoffMaxMs', 15_000),
+      retryMs: optionalTimeout(opts.retryMs, 'retryMs', 5000),
       reconnect: opts.reconnect ?? true,
+      maxLogEntries: cap(opts.maxLogEntries, DEFAULT_MAX_LOG, 'maxLogEntries'),
+      maxCaptures: cap(opts.maxCaptures, DEFAULT_MAX_CAPTURES, 'maxCaptures'),
     };
   }
 
@@ -181,6 +204,7 @@ export class ZtunnelPeer extends EventEmitter {
 
   /** Resolves when `pred` holds (checked after every event), or rejects after timeoutMs. */
   waitFor(pred: (peer: this) => boolean, timeoutMs = 5000): Promise<void> {
+    checkTimeout(timeoutMs, 'waitFor timeoutMs');
     if (pred(this)) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const events = ['message', 'ready', 'connect', 'disconnect', 'capture', 'exit', 'proxy-started', 'proxy-stopped'];
@@ -304,7 +328,9 @@ export class ZtunnelPeer extends EventEmitter {
   }
 
   async #respond(conn: UnixConnection, entry: PeerLogEntry, text: string): Promise<boolean> {
-    if (this.faults.ackDelayMs) await this.#pause(this.faults.ackDelayMs);
+    // The knobs may be changed at run time: checked again at use.
+    const delay = optionalTimeout(this.faults.ackDelayMs, 'faults.ackDelayMs', 0, { allowZero: true });
+    if (delay) await this.#pause(delay);
     if (conn.closed) return false;
     try {
       await conn.send(encodeResponse(text));
@@ -322,6 +348,7 @@ export class ZtunnelPeer extends EventEmitter {
 
   #log(entry: PeerLogEntry): void {
     this.log.push(entry);
+    if (this.log.length > this.#opts.maxLogEntries) this.log.splice(0, this.log.length - this.#opts.maxLogEntries);
     this.emit('message', entry);
   }
 
@@ -496,7 +523,7 @@ export class ZtunnelPeer extends EventEmitter {
 
   #capture(c: Capture): void {
     this.captures.push(c);
-    if (this.captures.length > 1000) this.captures.shift();
+    if (this.captures.length > this.#opts.maxCaptures) this.captures.splice(0, this.captures.length - this.#opts.maxCaptures);
     this.emit('capture', c);
   }
 

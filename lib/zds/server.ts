@@ -5,14 +5,40 @@
 // ztunnelserver (zds.md §3, istio-cni.md §5.9) with one deliberate change:
 // an ack timeout closes the connection, because a late ack would otherwise be
 // read as the answer to the next request (zds.md §3.4, §7).
+//
+// Overload behaviour (what an operator wants when something floods the
+// socket: a buggy client, a crash-looping sidecar, a local attacker without
+// allowedUids): the real ztunnel must still get its snapshot at once.
+// - Every connection is accepted right away (the backlog is always drained),
+//   and must say hello within helloTimeoutMs. At most maxPendingHellos
+//   connections may be waiting for their hello; beyond that the *oldest*
+//   silent one is closed (ZDS_EVICTED). ztunnel says hello right after
+//   connecting, so a real ztunnel is always among the newest and is never
+//   the one pushed out; refusing new connections instead would lock the
+//   real ztunnel out for as long as the flood lasts.
+// - Upstream's token bucket (5/s, burst 1) is applied after the hello, to
+//   the expensive part (building and sending a snapshot): it still absorbs
+//   a reconnect storm of a mismatched ztunnel, but silent connections never
+//   consume its tokens, so they cannot delay a connection that speaks.
+// - A connection is routable (podAdded/podDeleted) only once it said hello
+//   and was admitted, right before its snapshot is read from the provider:
+//   a silent connection is never picked as "the newest ztunnel", and no pod
+//   falls between the snapshot and the live updates.
+// - podAdded that fails on a connection for transport reasons (EPIPE,
+//   ECONNRESET, ack timeout, protocol breakage) drops it and retries on the
+//   next newest live connection; it only fails when none is left.
+// - The snapshot dups each netns fd only when its `add` is sent (one extra
+//   fd at a time, whatever the pod count), and skips (and reports) entries
+//   it cannot send instead of failing the whole snapshot.
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { native } from '../native.js';
 import { NetError } from '../net/errors.js';
+import { checkTimeout, MAX_TIMEOUT_MS } from '../util/timeout.js';
 import { listen, OwnedFd, type FdLike, type UnixConnection, type UnixListener } from '../net/sock/seqpacket.js';
 import { decodeHello, decodeResponse, encodeRequest, ZDS_MAX_RECORD, type WorkloadInfo, type WorkloadRequest } from './codec.js';
-import { ZdsError } from './errors.js';
+import { isZdsError, ZdsError } from './errors.js';
 
 /** Where ztunnel connects by default (both sides; env ZTUNNEL_UDS_ADDRESS / INPOD_UDS). */
 export const ZTUNNEL_SOCKET_PATH = '/var/run/ztunnel/ztunnel.sock';
@@ -24,7 +50,12 @@ export interface ZdsWorkload {
 }
 
 export interface ZdsPod extends ZdsWorkload {
-  /** The pod's netns (a Netns, an OwnedFd or an fd number), or undefined when unknown (sent as `keep`). */
+  /**
+   * The pod's netns (a Netns, an OwnedFd or an fd number), or undefined when
+   * unknown (sent as `keep`). It is copied only when its `add` is sent: a
+   * Netns/OwnedFd closed before then is detected (the entry is skipped); a
+   * bare number must stay open until the snapshot is done.
+   */
   netns: FdLike | undefined;
 }
 
@@ -41,10 +72,17 @@ export interface ZdsServerOptions {
   provider?: ZdsPodProvider;
   /** Accept only peers with these uids (SO_PEERCRED); default: anyone, as upstream. */
   allowedUids?: number[];
-  /** Accept rate limit (token bucket, burst 1). Default 5 per second. */
+  /**
+   * Admission rate limit (token bucket, burst 1), upstream's accept limiter.
+   * Applied to connections that said hello, before their snapshot; silent
+   * connections never take a token. Default 5 per second.
+   */
   acceptsPerSecond?: number;
-  /** Default 5000 each. */
+  /** How long a new connection has to say hello. Default 5000 (as upstream). */
   helloTimeoutMs?: number;
+  /** Connections allowed to wait for their hello at once; beyond, the oldest is closed (ZDS_EVICTED). Default 32. */
+  maxPendingHellos?: number;
+  /** Default 5000 each. All timeouts are integers in ms, at most 2^31-1. */
   writeTimeoutMs?: number;
   ackTimeoutMs?: number;
   /** Idle time before a liveness probe. Default 5000. */
@@ -53,6 +91,11 @@ export interface ZdsServerOptions {
   keepaliveProbeMs?: number;
   /** Receive buffer for acks; longer nacks (Rust backtraces) fit. Default 64 KiB. */
   maxResponseBytes?: number;
+  /**
+   * Called with every warning (also emitted as 'warning'): snapshot entries
+   * skipped (ZDS_BAD_ENTRY, also counted in stats.skipped), accept errors.
+   */
+  warn?: (err: Error) => void;
 }
 
 export type ZdsConnectionState = 'hello' | 'snapshot' | 'ready' | 'closed';
@@ -92,6 +135,12 @@ export interface ZdsServerStats {
   snapshots: number;
   nacks: number;
   timeouts: number;
+  /** Silent connections closed to make room for newer ones (maxPendingHellos). */
+  evicted: number;
+  /** Snapshot entries that could not be sent (bad uid/info, too large, closed netns). */
+  skipped: number;
+  /** podAdded retried on an older connection after the chosen one failed. */
+  failovers: number;
 }
 
 interface Job {
@@ -109,6 +158,19 @@ const positive = (v: number | undefined, dflt: number, what: string): number => 
   if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new RangeError(`${what} must be a positive number`);
   return v;
 };
+
+const positiveInt = (v: number | undefined, dflt: number, what: string, max: number): number => {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) throw new RangeError(`${what} must be an integer in 1..${max}`);
+  return v;
+};
+
+const timeout = (v: number | undefined, dflt: number, what: string): number => (v === undefined ? dflt : checkTimeout(v, what));
+
+// Transport-level failures of one connection (it is closed by then): an add
+// may be retried on another connection.
+const connectionFailure = (err: unknown): err is ZdsError =>
+  isZdsError(err) && (err.code === 'ZDS_CONNECTION_CLOSED' || err.code === 'ZDS_TIMEOUT' || err.code === 'ZDS_PROTOCOL');
 
 function describeUid(uid: string | undefined): string {
   return uid === undefined ? '' : ` for ${uid}`;
@@ -137,7 +199,7 @@ function dupFd(f: FdLike): OwnedFd {
   return new OwnedFd(native().fdDup(n));
 }
 
-type ConnOpts = Required<Omit<ZdsServerOptions, 'path' | 'mode' | 'provider' | 'allowedUids' | 'acceptsPerSecond'>>;
+type ConnOpts = Required<Omit<ZdsServerOptions, 'path' | 'mode' | 'provider' | 'allowedUids' | 'acceptsPerSecond' | 'maxPendingHellos' | 'warn'>>;
 
 class Connection {
   readonly id: number;
@@ -225,6 +287,9 @@ class Connection {
   async #run(): Promise<void> {
     try {
       await this.#hello();
+      if (this.#isClosed()) return;
+      await this.#server._admit(this);  // out of the hello pool; waits for a token; routable from here
+      if (this.#isClosed()) return;
       this.state = 'snapshot';
       await this.#snapshot();
       if (this.#isClosed()) return;
@@ -261,47 +326,21 @@ class Connection {
   }
 
   async #snapshot(): Promise<void> {
+    // A copy of the list (references only). Each entry is checked, encoded
+    // and its netns dup'd only when its turn comes, so at most one extra fd
+    // is held whatever the pod count; an entry that cannot be sent is
+    // skipped and reported, never allowed to stop the snapshot for everyone.
+    // (A provider that throws is different: nothing trustworthy can be sent,
+    // and a partial snapshot would make ztunnel tear the rest down.)
     const pods = [...await this.#server._snapshot()];
-    // Copy the netns fds now: the cache may drop (and close) a pod while
-    // earlier entries wait for their acks. A netns closed already is a pod
-    // already removed: leave it out.
-    const jobs: Job[] = [];
-    try {
-      for (const p of pods) {
-        validateWorkload(p);
-        let fd: OwnedFd | undefined;
-        if (p.netns !== undefined) {
-          try {
-            fd = dupFd(p.netns);
-          } catch (err) {
-            if (err instanceof NetError && err.code === 'EBADF') continue;
-            throw err;
-          }
-        }
-        const type = fd ? 'add' : 'keep';
-        let data: Buffer;
-        try {
-          data = encodeChecked(fd ? { type: 'add', uid: p.uid, workloadInfo: p.workloadInfo } : { type: 'keep', uid: p.uid });
-        } catch (err) {
-          fd?.close();
-          this.#server._warn(err as Error);
-          continue;  // an entry ztunnel could never read; the rest still go
-        }
-        jobs.push({ type, uid: p.uid, data, fd, resolve: () => {}, reject: () => {}, settled: false });
-      }
-      for (const job of jobs) {
-        if (this.#isClosed()) break;
-        await this.#exchange(job);
-      }
-      if (!this.#isClosed()) {
-        await this.#exchange({ type: 'snapshot_sent', uid: undefined, data: encodeRequest({ type: 'snapshot_sent' }), fd: undefined,
-          resolve: () => {}, reject: () => {}, settled: false });
-      }
-    } finally {
-      for (const j of jobs) {
-        j.settled = true;
-        j.fd?.close();
-      }
+    for (const p of pods) {
+      if (this.#isClosed()) return;
+      const job = this.#server._snapshotJob(p, this.id);
+      if (job) await this.#exchange(job);
+    }
+    if (!this.#isClosed()) {
+      await this.#exchange({ type: 'snapshot_sent', uid: undefined, data: encodeRequest({ type: 'snapshot_sent' }), fd: undefined,
+        resolve: () => {}, reject: () => {}, settled: false });
     }
   }
 
@@ -393,23 +432,36 @@ class Connection {
 }
 
 /**
- * The ZDS server. Events: 'listening', 'connect' (info), 'ready' (info:
- * snapshot acknowledged), 'disconnect' (info, reason), 'nack' (ZdsNackEvent),
- * 'rejected' ({ pid, uid, gid }), 'warning' (Error).
+ * The ZDS server. Events: 'listening', 'connect' (info: accepted, before its
+ * hello), 'ready' (info: snapshot acknowledged), 'disconnect' (info, reason),
+ * 'nack' (ZdsNackEvent), 'rejected' ({ pid, uid, gid }), 'warning' (Error).
  */
 export class ZdsServer extends EventEmitter {
   readonly path: string;
   readonly #mode: number;
   readonly #provider: ZdsPodProvider;
   readonly #allowedUids: Set<number> | undefined;
-  readonly #acceptIntervalMs: number;
+  readonly #admitIntervalMs: number;
+  readonly #maxPendingHellos: number;
+  readonly #warn: ((err: Error) => void) | undefined;
   readonly #connOpts: ConnOpts;
   #listener: UnixListener | undefined;
+  /** Routable connections (said hello, admitted), oldest first. */
   #conns: Connection[] = [];
+  /** Accepted connections still waiting for their hello, oldest first. */
+  #greeting: Connection[] = [];
+  /** Said hello, waiting for an admission token. */
+  #admitting = new Set<Connection>();
   #nextId = 1;
   #closed = false;
   #acceptLoop: Promise<void> | undefined;
-  #stats: ZdsServerStats = { accepted: 0, rejected: 0, disconnects: 0, adds: 0, keeps: 0, dels: 0, snapshots: 0, nacks: 0, timeouts: 0 };
+  #admitChain: Promise<void> = Promise.resolve();
+  #nextAdmit = 0;
+  #admitWake: (() => void) | undefined;
+  #stats: ZdsServerStats = {
+    accepted: 0, rejected: 0, disconnects: 0, adds: 0, keeps: 0, dels: 0, snapshots: 0, nacks: 0, timeouts: 0,
+    evicted: 0, skipped: 0, failovers: 0,
+  };
 
   constructor(opts: ZdsServerOptions = {}) {
     super();
@@ -424,14 +476,19 @@ export class ZdsServer extends EventEmitter {
         throw new TypeError('allowedUids must be an array of uids');
       this.#allowedUids = new Set(opts.allowedUids);
     }
-    this.#acceptIntervalMs = 1000 / positive(opts.acceptsPerSecond, 5, 'acceptsPerSecond');
+    if (opts.warn !== undefined && typeof opts.warn !== 'function') throw new TypeError('warn must be a function');
+    this.#warn = opts.warn;
+    // The interval between admissions is a timer delay too: a tiny rate would overflow it.
+    this.#admitIntervalMs = 1000 / positive(opts.acceptsPerSecond, 5, 'acceptsPerSecond');
+    if (this.#admitIntervalMs > MAX_TIMEOUT_MS) throw new RangeError(`acceptsPerSecond must be at least ${1000 / MAX_TIMEOUT_MS}`);
+    this.#maxPendingHellos = positiveInt(opts.maxPendingHellos, 32, 'maxPendingHellos', 65_536);
     this.#connOpts = {
-      helloTimeoutMs: positive(opts.helloTimeoutMs, 5000, 'helloTimeoutMs'),
-      writeTimeoutMs: positive(opts.writeTimeoutMs, 5000, 'writeTimeoutMs'),
-      ackTimeoutMs: positive(opts.ackTimeoutMs, 5000, 'ackTimeoutMs'),
-      keepaliveIntervalMs: positive(opts.keepaliveIntervalMs, 5000, 'keepaliveIntervalMs'),
-      keepaliveProbeMs: positive(opts.keepaliveProbeMs, 10, 'keepaliveProbeMs'),
-      maxResponseBytes: positive(opts.maxResponseBytes, 64 * 1024, 'maxResponseBytes'),
+      helloTimeoutMs: timeout(opts.helloTimeoutMs, 5000, 'helloTimeoutMs'),
+      writeTimeoutMs: timeout(opts.writeTimeoutMs, 5000, 'writeTimeoutMs'),
+      ackTimeoutMs: timeout(opts.ackTimeoutMs, 5000, 'ackTimeoutMs'),
+      keepaliveIntervalMs: timeout(opts.keepaliveIntervalMs, 5000, 'keepaliveIntervalMs'),
+      keepaliveProbeMs: timeout(opts.keepaliveProbeMs, 10, 'keepaliveProbeMs'),
+      maxResponseBytes: positiveInt(opts.maxResponseBytes, 64 * 1024, 'maxResponseBytes', 16 << 20),
     };
   }
 
@@ -446,11 +503,17 @@ export class ZdsServer extends EventEmitter {
     return this;
   }
 
-  /** Registered connections (newest last). */
+  /** Routable connections: said hello and admitted (newest last). */
   get connectionCount(): number {
     return this.#conns.length;
   }
 
+  /** Accepted connections that have not said hello yet. */
+  get pendingHellos(): number {
+    return this.#greeting.length;
+  }
+
+  /** The routable connections (newest last). */
   connections(): ZdsConnectionInfo[] {
     return this.#conns.map((c) => c.info());
   }
@@ -466,7 +529,10 @@ export class ZdsServer extends EventEmitter {
   /**
    * Sends `add` (+ the netns fd) to the newest connection and waits for its
    * ack. ZDS_NO_CONNECTION when none; ZDS_NACK with ztunnel's text on a
-   * nack; ZDS_TIMEOUT / ZDS_CONNECTION_CLOSED when the connection failed.
+   * nack. When the connection fails instead (write error, EOF, ack timeout,
+   * protocol breakage: it is dropped), the add is retried on the next newest
+   * live connection; only when none is left does it fail, with the last
+   * connection's ZDS_TIMEOUT / ZDS_CONNECTION_CLOSED / ZDS_PROTOCOL.
    * The netns fd is copied at once, so the caller may close it any time.
    */
   async podAdded(pod: ZdsWorkload, netns: FdLike): Promise<void> {
@@ -474,11 +540,38 @@ export class ZdsServer extends EventEmitter {
     if (netns === undefined || netns === null) throw new TypeError('podAdded needs the pod netns');
     const data = encodeChecked({ type: 'add', uid: pod.uid, workloadInfo: pod.workloadInfo });
     if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
-    const conn = this.#conns[this.#conns.length - 1];
-    if (!conn) throw new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
-    const fd = dupFd(netns);
-    const error = await conn.enqueue({ type: 'add', uid: pod.uid, data, fd });
-    if (error !== '') throw new ZdsError('ZDS_NACK', `got ack error: ${error}`, { nack: error, connection: conn.id });
+    if (this.#conns.length === 0) throw new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
+    const own = dupFd(netns);  // ours for every attempt; each send gets a dup of it
+    try {
+      const tried = new Set<Connection>();
+      let last: ZdsError | undefined;
+      for (;;) {
+        if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
+        let conn: Connection | undefined;
+        for (let i = this.#conns.length - 1; i >= 0; i--) {
+          const c = this.#conns[i]!;
+          if (!tried.has(c) && c.state !== 'closed') {
+            conn = c;
+            break;
+          }
+        }
+        if (!conn) throw last ?? new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
+        if (last) this.#stats.failovers++;
+        tried.add(conn);
+        let error: string;
+        try {
+          error = await conn.enqueue({ type: 'add', uid: pod.uid, data, fd: dupFd(own) });
+        } catch (err) {
+          if (!connectionFailure(err)) throw err;
+          last = err;  // that connection is closed and out of the list now
+          continue;
+        }
+        if (error !== '') throw new ZdsError('ZDS_NACK', `got ack error: ${error}`, { nack: error, connection: conn.id });
+        return;
+      }
+    } finally {
+      own.close();
+    }
   }
 
   /**
@@ -507,35 +600,37 @@ export class ZdsServer extends EventEmitter {
     if (this.#closed) return;
     this.#closed = true;
     this.#listener?.close();
+    this.#admitWake?.();
     const reason = new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server closed');
-    const conns = [...this.#conns];
+    const conns = [...this.#greeting, ...this.#conns, ...this.#admitting];
     for (const c of conns) c.close(reason);
-    await Promise.allSettled([this.#acceptLoop, ...conns.map((c) => c.done)]);
+    await Promise.allSettled([this.#acceptLoop, this.#admitChain, ...conns.map((c) => c.done)]);
   }
 
+  // Drains the backlog as fast as connections come: nothing is rate-limited
+  // before the hello (see the top of the file).
   async #accept(listener: UnixListener): Promise<void> {
-    let next = 0;
+    let accepted = 0;
     while (!this.#closed) {
-      // Token bucket with burst 1: at most one accept per interval.
-      const wait = next - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      if (this.#closed) return;
       let sock: UnixConnection;
       try {
         sock = await listener.accept();
       } catch (err) {
         if (this.#closed) return;
         this._warn(err as Error);  // EMFILE and the like: back off and retry
-        next = Date.now() + this.#acceptIntervalMs;
+        await new Promise((r) => setTimeout(r, 100));
         continue;
       }
-      next = Date.now() + this.#acceptIntervalMs;
       this.#stats.accepted++;
-      this.#admit(sock);
+      this.#admitSocket(sock);
+      // Let the loop poll between short bursts of accepts, so hellos that
+      // arrive are read before maxPendingHellos newer connections pile up
+      // (a ztunnel whose hello is on its way is not evicted by a burst).
+      if (++accepted % 8 === 0) await new Promise((r) => setImmediate(r));
     }
   }
 
-  #admit(sock: UnixConnection): void {
+  #admitSocket(sock: UnixConnection): void {
     let creds;
     try {
       creds = sock.peerCredentials();
@@ -550,19 +645,55 @@ export class ZdsServer extends EventEmitter {
       this.emit('rejected', creds);
       return;
     }
-    // Registered (as the newest) before the hello is read, as upstream.
     const conn = new Connection(this.#nextId++, sock, creds, this, this.#connOpts);
-    if (conn.state !== 'closed') {
-      this.#conns.push(conn);
-      this.emit('connect', conn.info());
+    if (conn.state === 'closed') return;
+    this.#greeting.push(conn);
+    this.emit('connect', conn.info());
+    while (this.#greeting.length > this.#maxPendingHellos) {
+      const oldest = this.#greeting[0]!;
+      this.#stats.evicted++;
+      oldest.close(new ZdsError('ZDS_EVICTED',
+        `ztunnel connection ${oldest.id} closed: no hello yet and ${this.#maxPendingHellos} newer connections waiting for theirs`,
+        { connection: oldest.id }));
     }
+  }
+
+  /**
+   * @internal The connection said hello: out of the hello pool, then through
+   * the token bucket (FIFO), then registered as the newest routable one.
+   */
+  _admit(conn: Connection): Promise<void> {
+    const i = this.#greeting.indexOf(conn);
+    if (i >= 0) this.#greeting.splice(i, 1);
+    this.#admitting.add(conn);
+    const turn = this.#admitChain.then(async () => {
+      if (conn.state === 'closed' || this.#closed) return;  // gone while queued: no token used
+      const wait = this.#nextAdmit - Date.now();
+      if (wait > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, wait);
+          this.#admitWake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.#admitWake = undefined;
+      }
+      if ((conn.state as ZdsConnectionState) === 'closed' || this.#closed) return;
+      this.#nextAdmit = Date.now() + this.#admitIntervalMs;
+      this.#admitting.delete(conn);
+      this.#conns.push(conn);
+    });
+    this.#admitChain = turn;
+    return turn;
   }
 
   /** @internal */
   _remove(conn: Connection, reason: ZdsError): void {
-    const i = this.#conns.indexOf(conn);
-    if (i < 0) return;
-    this.#conns.splice(i, 1);
+    let i = this.#conns.indexOf(conn);
+    if (i >= 0) this.#conns.splice(i, 1);
+    else if ((i = this.#greeting.indexOf(conn)) >= 0) this.#greeting.splice(i, 1);
+    else if (!this.#admitting.delete(conn)) return;
     this.#stats.disconnects++;
     this.emit('disconnect', conn.info(), reason);
   }
@@ -593,11 +724,44 @@ export class ZdsServer extends EventEmitter {
 
   /** @internal */
   _warn(err: Error): void {
+    if (this.#warn) {
+      try {
+        this.#warn(err);
+      } catch {
+        // a throwing logger must not break the server
+      }
+    }
     this.emit('warning', err);
   }
 
   /** @internal */
   async _snapshot(): Promise<Iterable<ZdsPod>> {
     return this.#provider.snapshot();
+  }
+
+  /**
+   * @internal One snapshot entry as a job (its own netns dup), or undefined
+   * when it cannot be sent: reported as ZDS_BAD_ENTRY and counted, and the
+   * snapshot goes on without it.
+   */
+  _snapshotJob(p: ZdsPod, connection: number): Job | undefined {
+    let fd: OwnedFd | undefined;
+    try {
+      validateWorkload(p);
+      const add = p.netns !== undefined;
+      const data = encodeChecked(add ? { type: 'add', uid: p.uid, workloadInfo: p.workloadInfo } : { type: 'keep', uid: p.uid });
+      if (add) fd = dupFd(p.netns!);  // EBADF: closed (the pod was removed meanwhile)
+      return { type: add ? 'add' : 'keep', uid: p.uid, data, fd, resolve: () => {}, reject: () => {}, settled: false };
+    } catch (err) {
+      fd?.close();
+      const uid = typeof p === 'object' && p !== null && typeof p.uid === 'string' ? p.uid : undefined;
+      const why = err instanceof NetError && err.code === 'EBADF' ? 'its netns is closed'
+        : err instanceof Error ? err.message : String(err);
+      this.#stats.skipped++;
+      this._warn(new ZdsError('ZDS_BAD_ENTRY',
+        `ztunnel connection ${connection}: snapshot entry${uid === undefined ? '' : ` ${JSON.stringify(uid)}`} skipped: ${why}`,
+        { cause: err, connection }));
+      return undefined;
+    }
   }
 }

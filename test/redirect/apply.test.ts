@@ -135,7 +135,7 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ip6tables-restore'))('re
   it('host probe rules (both backends) keep the probe set', async () => {
     const ns = await freshNetns();
     const nl = await ns.netlink();
-    await nl.ipset.create('istio-inpod-probes-v4', { type: 'hash:ip', family: 'inet', comment: true });
+    await nl.ipset.create('istio-inpod-probes-v4', { type: 'hash:ip', family: 4, comment: true });
     const ipt = hostProbeRules({});
     await apply(ns, ipt, { backend: 'iptables' });
     expect(await verify(ns, ipt, { backend: 'iptables' })).toEqual({ ok: true, drift: [] });

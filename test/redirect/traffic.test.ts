@@ -115,8 +115,8 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ip6tables-restore', 'pyt
         const host = hostProbeRules({ ipv6: true, ...(backend === 'nftables' ? { kubeletUid: 0 } : {}) });
         if (backend === 'iptables') {
           const nl = await node.netlink();
-          await nl.ipset.create('istio-inpod-probes-v4', { type: 'hash:ip', family: 'inet', comment: true });
-          await nl.ipset.create('istio-inpod-probes-v6', { type: 'hash:ip', family: 'inet6', comment: true });
+          await nl.ipset.create('istio-inpod-probes-v4', { type: 'hash:ip', family: 4, comment: true });
+          await nl.ipset.create('istio-inpod-probes-v6', { type: 'hash:ip', family: 6, comment: true });
           await nl.ipset.add('istio-inpod-probes-v4', POD4);
           await nl.ipset.add('istio-inpod-probes-v6', POD6);
           await apply(node, host, { backend });

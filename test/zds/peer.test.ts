@@ -229,6 +229,31 @@ describe('ztunnel-like peer: protocol rejections (as ztunnel)', () => {
     (await import('node:fs')).closeSync(fd);
   });
 
+  it('keeps only the newest log entries (default 1000, maxLogEntries) so a long session does not grow memory', async () => {
+    const { peer, ask } = await rawAgent();
+    expect(await ask({ type: 'snapshot_sent' })).toBe('');
+    for (let i = 0; i < 1100; i++) expect(await ask({ type: 'del', uid: `d${i}` })).toBe('');
+    expect(peer.log).toHaveLength(1000);
+    expect(peer.log[0]).toMatchObject({ type: 'del', uid: 'd100' });
+    expect(peer.log[999]).toMatchObject({ type: 'del', uid: 'd1099' });
+    expect(peer.counters.messages).toBe(1101);  // the counters still count everything
+    await peer.stop();
+    for (const s of stops.splice(0).reverse()) await s();
+    const small = await rawAgent({ maxLogEntries: 3 });
+    for (const uid of ['a', 'b', 'c', 'd', 'e']) expect(await small.ask({ type: 'keep', uid })).toBe('');
+    expect(small.peer.log.map((e) => e.uid)).toEqual(['c', 'd', 'e']);
+    expect(() => new ZtunnelPeer({ maxLogEntries: -1 })).toThrow(RangeError);
+    expect(() => new ZtunnelPeer({ maxLogEntries: 1.5 })).toThrow(RangeError);
+  });
+
+  it('refuses peer timeouts a timer cannot honour (>= 2^31 ms)', () => {
+    for (const name of ['backoffInitialMs', 'backoffMaxMs', 'retryMs'] as const)
+      for (const bad of [2 ** 31, 0, -5, 2.5]) expect(() => new ZtunnelPeer({ [name]: bad }), `${name}=${bad}`).toThrow(RangeError);
+    expect(() => new ZtunnelPeer({ faults: { ackDelayMs: 2 ** 31 } })).toThrow(RangeError);
+    const peer = new ZtunnelPeer({ retryMs: 2 ** 31 - 1 });
+    expect(() => peer.waitFor(() => false, 2 ** 31)).toThrow(RangeError);
+  });
+
   it('leaks no fds over a whole session', async () => {
     const fd = devNull();
     const { peer, ask, conn } = await rawAgent();

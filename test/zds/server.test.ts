@@ -2,8 +2,8 @@
 // SOCK_SEQPACKET socket: upstream's scenarios (zds.md §5.2) plus ack
 // timeouts, garbage, oversized records, rate limiting and fd hygiene.
 import { closeSync, statSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { connect } from '../../lib/net/sock/seqpacket.js';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { connect, OwnedFd, socketPair } from '../../lib/net/sock/seqpacket.js';
 import { native } from '../../lib/native.js';
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../../lib/zds/server.js';
 import { ZdsError } from '../../lib/zds/errors.js';
@@ -17,6 +17,11 @@ let clients: FakeZtunnel[] = [];
 let fdsBefore: number;
 let ownFds: number[] = [];
 
+// The first native socket makes libuv create its lasting async eventfd:
+// before any test counts fds.
+beforeAll(() => {
+  for (const c of socketPair()) c.close();
+});
 beforeEach(() => {
   fdsBefore = openFds();
   sock = tempSocketPath();
@@ -256,12 +261,14 @@ describe('ZDS server', () => {
     expect(seen).toEqual(['add:s1', 'snapshot_sent:', 'add:q1', 'del:q0']);
   });
 
-  it('accepts at most N connections per second', async () => {
+  it('admits (starts snapshots for) at most N speaking connections per second', async () => {
     const s = new ZdsServer({ path: sock.path, acceptsPerSecond: 10 });
     servers.push(s.listen());
     const times: number[] = [];
-    s.on('connect', () => times.push(Date.now()));
-    for (let i = 0; i < 3; i++) await client();
+    s.on('ready', () => times.push(Date.now()));
+    const cs = [];
+    for (let i = 0; i < 3; i++) cs.push(await client());
+    await Promise.all(cs.map((c) => c.snapshot()));
     await until(() => times.length === 3);
     expect(times[2]! - times[0]!).toBeGreaterThanOrEqual(190);
   });
@@ -291,6 +298,118 @@ describe('ZDS server', () => {
     expect(() => new ZdsServer({ path: sock.path, mode: 0o1777 })).toThrow(RangeError);
     expect(() => new ZdsServer({ path: sock.path, ackTimeoutMs: 0 })).toThrow(RangeError);
     expect(() => new ZdsServer({ path: sock.path, allowedUids: [-1] })).toThrow(TypeError);
+    expect(() => new ZdsServer({ path: sock.path, maxPendingHellos: 0 })).toThrow(RangeError);
+  });
+
+  it('refuses every timeout/interval option a timer cannot honour (>= 2^31 ms would fire after 1 ms)', () => {
+    const names = ['helloTimeoutMs', 'writeTimeoutMs', 'ackTimeoutMs', 'keepaliveIntervalMs', 'keepaliveProbeMs'] as const;
+    for (const name of names) {
+      for (const bad of [2 ** 31, 2 ** 40, 1.5, 0, -1, Number.NaN, Infinity]) {
+        expect(() => new ZdsServer({ path: sock.path, [name]: bad }), `${name}=${bad}`).toThrow(RangeError);
+      }
+      expect(() => new ZdsServer({ path: sock.path, [name]: 2 ** 31 - 1 })).not.toThrow();
+    }
+    // The interval between admissions is a timer delay too.
+    expect(() => new ZdsServer({ path: sock.path, acceptsPerSecond: 1e-7 })).toThrow(RangeError);
+  });
+
+  it('the largest honoured timeouts (2^31 - 1 ms) really wait: nothing is dropped early', async () => {
+    const s = server({ ackTimeoutMs: 2 ** 31 - 1, writeTimeoutMs: 2 ** 31 - 1, keepaliveIntervalMs: 2 ** 31 - 1 });
+    const c = await client();
+    await c.snapshot();
+    const added = s.podAdded({ uid: 'slow', workloadInfo: info('slow') }, nullFd());
+    await c.read();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.connectionCount).toBe(1);
+    await c.ack();
+    await added;
+    expect(s.stats).toMatchObject({ timeouts: 0, disconnects: 0, adds: 1 });
+  });
+
+  it('podAdded never settles on a dead connection: it falls back to the next newest live one (EPIPE, ack timeout, silent newest)', async () => {
+    const s = server({ keepaliveIntervalMs: 60_000, ackTimeoutMs: 200 });
+    const c1 = await client();
+    await c1.snapshot();
+    const c2 = await client();
+    await c2.snapshot();
+    await until(() => s.connectionCount === 2 && s.connections().every((c) => c.state === 'ready'));
+    // The newest died without the server noticing yet (the keepalive is far away).
+    c2.close();
+    const a1 = s.podAdded({ uid: 'f1', workloadInfo: info('f1') }, nullFd());
+    expect(await c1.read()).toEqual({ req: { type: 'add', uid: 'f1', workloadInfo: info('f1') }, fds: 1 });
+    await c1.ack();
+    await a1;
+    expect(s.connectionCount).toBe(1);
+    // The newest does not answer: after the ack timeout it is dropped, and the older one gets the add.
+    const c3 = await client();
+    await c3.snapshot();
+    await until(() => s.connectionCount === 2 && s.connections()[1]?.state === 'ready');
+    const a2 = s.podAdded({ uid: 'f2', workloadInfo: info('f2') }, nullFd());
+    expect((await c3.read()).req).toMatchObject({ type: 'add', uid: 'f2' });
+    expect((await c1.read(2000)).req).toMatchObject({ type: 'add', uid: 'f2' });
+    await c1.ack();
+    await a2;
+    expect(await hungUp(c3)).toBe(true);
+    // A newer connection that never says hello is never the one chosen.
+    const silent = await client(false);
+    await until(() => s.pendingHellos === 1);
+    const a3 = s.podAdded({ uid: 'f3', workloadInfo: info('f3') }, nullFd());
+    expect((await c1.read(500)).req).toMatchObject({ type: 'add', uid: 'f3' });
+    await c1.ack();
+    await a3;
+    silent.close();
+    expect(s.stats.failovers).toBe(2);
+    // Only when no connection is live does it fail.
+    c1.close();
+    await expect(s.podAdded({ uid: 'f4', workloadInfo: info('f4') }, nullFd())).rejects.toMatchObject({ code: 'ZDS_CONNECTION_CLOSED' });
+    expect(s.connectionCount).toBe(0);
+    await expect(s.podAdded({ uid: 'f5', workloadInfo: info('f5') }, nullFd())).rejects.toMatchObject({ code: 'ZDS_NO_CONNECTION' });
+  });
+
+  it('skips and reports bad snapshot entries and sends the rest (one bad pod never stops the snapshot)', async () => {
+    const closed = new OwnedFd(devNull());
+    closed.close();
+    const pods = [
+      { uid: 'good-1', workloadInfo: info('g1'), netns: nullFd() },
+      { uid: '', workloadInfo: info('empty-uid'), netns: nullFd() },
+      { uid: 42, workloadInfo: info('number-uid'), netns: undefined },
+      { uid: 'bad-name', workloadInfo: { name: 7, namespace: 'default', serviceAccount: 'sa' }, netns: nullFd() },
+      { uid: 'no-ns', workloadInfo: { name: 'x', serviceAccount: 'sa' }, netns: undefined },
+      { uid: 'no-info', netns: undefined },
+      { uid: 'too-big', workloadInfo: info('y'.repeat(1100)), netns: nullFd() },
+      { uid: 'closed-netns', workloadInfo: info('closed'), netns: closed },
+      { uid: 'bad-fd', workloadInfo: info('bad-fd'), netns: -1 },
+      null,
+      { uid: 'good-keep', workloadInfo: info('gk'), netns: undefined },
+      { uid: 'good-2', workloadInfo: info('g2'), netns: nullFd() },
+    ] as unknown as ZdsPod[];
+    const warned: ZdsError[] = [];
+    const s = server({ provider: { snapshot: () => pods }, warn: (e) => warned.push(e as ZdsError) });
+    const events: ZdsError[] = [];
+    s.on('warning', (e: ZdsError) => events.push(e));
+    const snapshots = [];
+    for (let i = 0; i < 2; i++) {  // every new connection gets the good part
+      const c = await client();
+      snapshots.push(await c.snapshot());
+    }
+    const want = [
+      { req: { type: 'add', uid: 'good-1', workloadInfo: info('g1') }, fds: 1 },
+      { req: { type: 'keep', uid: 'good-keep' }, fds: 0 },
+      { req: { type: 'add', uid: 'good-2', workloadInfo: info('g2') }, fds: 1 },
+      { req: { type: 'snapshot_sent' }, fds: 0 },
+    ];
+    expect(snapshots).toEqual([want, want]);
+    expect(s.stats.skipped).toBe(2 * 9);
+    expect(warned).toHaveLength(18);
+    expect(warned.every((e) => e.code === 'ZDS_BAD_ENTRY')).toBe(true);
+    expect(events).toEqual(warned);
+    await until(() => s.stats.snapshots === 2);
+    // Healthy pods are still served.
+    const c = clients[clients.length - 1]!;
+    const added = s.podAdded({ uid: 'after', workloadInfo: info('after') }, nullFd());
+    expect((await c.read()).req).toMatchObject({ type: 'add', uid: 'after' });
+    await c.ack();
+    await added;
   });
 });
 

@@ -10,7 +10,8 @@ import {
 } from '../nl/nfnl.js';
 
 export type IpsetType = 'hash:ip' | 'hash:net' | 'hash:ip,port';
-export type IpsetFamily = 'inet' | 'inet6';
+/** The IP family of a set: 4 (ipset's `inet`) or 6 (`inet6`). */
+export type IpsetFamily = Family;
 export type IpsetProto = 'tcp' | 'udp' | 'sctp' | 'udplite';
 
 /** One element, as `list` returns it and as `add`/`del`/`test` accept it. */
@@ -79,8 +80,9 @@ export interface NormEntry {
   timeout?: number;
 }
 
-export const familyName = (f: Family): IpsetFamily => (f === 4 ? 'inet' : 'inet6');
-const nfproto = (f: IpsetFamily): number => (f === 'inet' ? NFPROTO_IPV4 : NFPROTO_IPV6);
+/** ipset's own name of a family (`ipset save` prints `family inet`). */
+export const familyName = (f: Family): 'inet' | 'inet6' => (f === 4 ? 'inet' : 'inet6');
+const nfproto = (f: IpsetFamily): number => (f === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
 
 /** Set names are 1-31 bytes (the kernel's buffer is 32 with the NUL). */
 export function validateSetName(name: unknown, what = 'set name'): string {
@@ -258,8 +260,8 @@ export function validateCreate(opts: IpsetCreateOptions): Required<Pick<IpsetCre
     if (!['type', 'family', 'comment', 'timeout', 'maxelem', 'hashsize'].includes(k)) throw new TypeError(`unknown create option "${k}"`);
   }
   if (!IPSET_TYPES.includes(opts.type)) throw new TypeError(`type must be one of ${IPSET_TYPES.join(', ')}, got ${String(opts.type)}`);
-  const family = opts.family ?? 'inet';
-  if (family !== 'inet' && family !== 'inet6') throw new TypeError(`family must be inet or inet6, got ${String(family)}`);
+  const family = opts.family ?? 4;
+  if (family !== 4 && family !== 6) throw new TypeError(`family must be 4 or 6, got ${String(family)}`);
   if (opts.comment !== undefined && typeof opts.comment !== 'boolean') throw new TypeError('comment must be a boolean');
   if (opts.timeout !== undefined) uint(opts.timeout, 'timeout', 0, IPSET_MAX_TIMEOUT);
   if (opts.maxelem !== undefined) uint(opts.maxelem, 'maxelem', 1, 0xffffffff);
@@ -424,7 +426,7 @@ function decodeHeader(a: Attrs, name: string): IpsetHeader {
   const h: IpsetHeader = {
     name,
     type: a.str(IPSET_ATTR.TYPENAME) ?? '',
-    family: fam === NFPROTO_IPV6 ? 'inet6' : 'inet',
+    family: fam === NFPROTO_IPV6 ? 6 : 4,
     revision: a.u8(IPSET_ATTR.REVISION) ?? 0,
     comment: ((d?.u32be(IPSET_DATA.CADT_FLAGS) ?? 0) & IPSET_FLAG_WITH_COMMENT) !== 0,
     references: d?.u32be(IPSET_DATA.REFERENCES) ?? 0,
@@ -484,7 +486,7 @@ export function decodeNames(msgs: RawMsg[]): string[] {
 
 /** The `create` line as `ipset save` prints it (options it always prints, in its order). */
 export function formatCreateLine(h: IpsetHeader): string {
-  const parts = ['create', h.name, h.type, 'family', h.family];
+  const parts = ['create', h.name, h.type, 'family', familyName(h.family)];
   if (h.hashsize !== undefined) parts.push('hashsize', String(h.hashsize));
   if (h.maxelem !== undefined) parts.push('maxelem', String(h.maxelem));
   if (h.timeout !== undefined) parts.push('timeout', String(h.timeout));

@@ -79,7 +79,13 @@ export function acquireHandle(key: string, nsFd: number): Promise<NetHandle> {
     const handle = NetHandle.open(key, nsFd);
     entry = { handle, refs: 0 };
     cache.set(key, entry);
-    handle.catch(() => cache.delete(key));  // a failed open is not cached
+    const mine = entry;
+    // A failed open is not cached, but only this entry goes: by the time the
+    // open fails, its users may have released it and a newer handle for the
+    // same netns may sit under the key.
+    handle.catch(() => {
+      if (cache.get(key) === mine) cache.delete(key);
+    });
   }
   entry.refs++;
   return entry.handle;

@@ -4,6 +4,7 @@
 // addon's own threads or in a child born inside the netns.
 import { accessSync, constants as fsc, readdirSync, readlinkSync } from 'node:fs';
 import { constants as osc } from 'node:os';
+import { isIP } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { native } from '../../native.js';
 import { NetError } from '../errors.js';
@@ -25,6 +26,16 @@ export interface SpawnOptions {
   cwd?: string;
   /** Kill (SIGKILL) the child after this many ms; 0 or absent: no limit. */
   timeoutMs?: number;
+}
+
+export interface SocketOptions {
+  type: 'tcp' | 'udp';
+  /** 4 or 6; optional when `bind.address` says it. */
+  family?: 4 | 6;
+  /** SO_MARK (e.g. ztunnel's 0x539). */
+  mark?: number;
+  /** Bind (and for TCP, listen) inside the netns. */
+  bind?: { address: string; port: number; backlog?: number; reusePort?: boolean; transparent?: boolean };
 }
 
 export interface SpawnResult {
@@ -79,6 +90,10 @@ function resolveProgram(file: string, env: Record<string, string | undefined>): 
   }
   throw new NetError(`spawn ${file}: not found in PATH`, { errno: osc.errno.ENOENT, op: 'spawn' });
 }
+
+// Node ≥ 20.4 (and 18.18) define Symbol.dispose; older 20.x releases get the
+// symbol Node itself uses, so `[Symbol.dispose]` below is never `undefined`.
+if (typeof Symbol.dispose !== 'symbol') Object.defineProperty(Symbol, 'dispose', { value: Symbol.for('nodejs.dispose') });
 
 export class Netns {
   #fd: number;
@@ -139,8 +154,12 @@ export class Netns {
     return new Netns(`anonymous netns ${dev}:${ino}`, fd, { dev, ino });
   }
 
-  /** Unmounts and deletes a named netns (`ip netns del`). ENOENT when missing. */
-  static remove(name: string, opts: { dir?: string } = {}): void {
+  /**
+   * Unmounts and deletes a named netns (`ip netns del`): rejects with NetError
+   * ENOENT when missing, TypeError for an invalid name. Open `Netns` objects
+   * (and anything else living in it) keep the namespace itself alive.
+   */
+  static async remove(name: string, opts: { dir?: string } = {}): Promise<void> {
     native().nsRemove(join(opts.dir ?? NETNS_RUN_DIR, validateName(name)));
   }
 
@@ -188,6 +207,11 @@ export class Netns {
     this.#closed = true;
     if (this.#handle) releaseHandle(this.key);
     if (this.#busy === 0) this.#release();
+  }
+
+  /** `using ns = Netns.open(path)`: close() when the scope ends. */
+  [Symbol.dispose](): void {
+    this.close();
   }
 
   /**
@@ -246,18 +270,38 @@ export class Netns {
   }
 
   /**
-   * Creates a socket inside this netns (it stays bound to it) and returns its
-   * fd, which the caller owns (hand it to `new net.Socket({ fd })`, or see
-   * `connectTcp` in lib/net/sock/connect.ts). `mark` sets SO_MARK before any traffic.
+   * Creates a socket inside this netns (it stays in it) and returns its fd,
+   * non-blocking and close-on-exec, which the caller owns (hand it to
+   * `new net.Socket({ fd })`; see `connectTcp`, `listenTcp`, `udpSocket` in
+   * lib/net/sock/). `mark` sets SO_MARK before any traffic. With `bind` the
+   * socket is bound there (numeric address; port 0 = any), and a TCP socket
+   * also listens (`backlog`, default 511); `reusePort` sets SO_REUSEPORT,
+   * `transparent` tries IP_TRANSPARENT (best effort). `family` may be left
+   * out when `bind` gives the address. The one path by which the library
+   * makes inet sockets inside a netns.
    */
-  async socket(opts: { family: 4 | 6; type: 'tcp' | 'udp'; mark?: number }): Promise<number> {
-    if (opts.family !== 4 && opts.family !== 6) throw new RangeError('family must be 4 or 6');
+  async socket(opts: SocketOptions): Promise<number> {
     if (opts.type !== 'tcp' && opts.type !== 'udp') throw new TypeError('type must be tcp or udp');
     const mark = opts.mark ?? 0;
     if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff) throw new RangeError(`mark ${mark} is out of range`);
-    const domain = opts.family === 4 ? 2 : 10;
-    const [type, proto] = opts.type === 'tcp' ? [1, 6] : [2, 17];
-    return this.#use(() => native().nsSocket(this.#fd, domain, type, proto, mark));
+    const b = opts.bind;
+    if (b === undefined) {
+      if (opts.family !== 4 && opts.family !== 6) throw new RangeError('family must be 4 or 6');
+      const domain = opts.family === 4 ? 2 : 10;
+      const [type, proto] = opts.type === 'tcp' ? [1, 6] : [2, 17];
+      return this.#use(() => native().nsSocket(this.#fd, domain, type, proto, mark));
+    }
+    const family = isIP(b.address);
+    if (family === 0) throw new TypeError(`bind address must be a numeric IP address, got ${JSON.stringify(b.address)}`);
+    if (opts.family !== undefined && opts.family !== family) throw new RangeError(`bind address ${b.address} is not IPv${opts.family}`);
+    if (!Number.isInteger(b.port) || b.port < 0 || b.port > 65535) throw new RangeError(`port ${b.port} is out of range 0-65535`);
+    const backlog = b.backlog ?? 511;
+    if (!Number.isInteger(backlog) || backlog < 0 || backlog > 0x7fffffff) throw new RangeError(`backlog ${backlog} is out of range`);
+    const [opened] = await this.#use(() => native().inetOpen(this.#fd, [{
+      udp: opts.type === 'udp', address: b.address, port: b.port, mark, reusePort: b.reusePort ?? false,
+      transparent: b.transparent ?? false, optional: false, backlog,
+    }]));
+    return opened!.fd!;
   }
 
   /**

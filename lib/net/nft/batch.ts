@@ -7,7 +7,7 @@
 import { native } from '../../native.js';
 import { NetError } from '../errors.js';
 import type { Netns } from '../netns/netns.js';
-import { apply as nftApply, list as nftList } from './tool.js';
+import { apply as nftApply, list as nftList, listText as nftListText } from './tool.js';
 import { Transaction } from './transaction.js';
 import { NFT_MSG, type NftCommand, type NftObject } from './ir.js';
 import { NftUnsupported, parseScript, type NftSourceCommand } from './parse.js';
@@ -376,9 +376,6 @@ export const nativeNftSender = {
     await send(ns, compileCached(script));
   },
   list: (ns: Netns) => nftList(ns),
-  /** `nft -a list ruleset` (handles included, for naming rules in drift reports). */
-  async listText(ns: Netns): Promise<string> {
-    const r = await ns.spawn(['nft', '-a', 'list', 'ruleset'], { env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' }, timeoutMs: 60_000 });
-    return r.code === 0 ? r.stdout : '';
-  },
+  /** `nft -a list ruleset` (handles included, for naming rules in drift reports); failures throw ToolError. */
+  listText: (ns: Netns) => nftListText(ns, { handles: true }),
 };

@@ -8,9 +8,9 @@
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REQUEST } from '../nl/codec.js';
 import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nftBatch, nfgenmsg, nfnlType } from '../nl/nfnl.js';
 import type { Netns } from '../netns/netns.js';
+import { NFT_MSG as MSG } from './ir.js';
 
 const SUBSYS = NFNL_SUBSYS_NFTABLES;
-const MSG = { NEWTABLE: 0, GETTABLE: 1, NEWCHAIN: 3, GETCHAIN: 4, NEWRULE: 6, GETRULE: 7, GETSET: 10 } as const;
 
 // Attributes a dump reports that a create request must not carry (they name
 // existing objects or are kernel bookkeeping): by message, attribute numbers to keep.

@@ -1,29 +1,41 @@
 // nf_tables dumps over a netlink transport, decoded by the addon into the
 // same objects a compiled batch decodes to (so verify compares like with like).
 import { native } from '../../native.js';
-import { NetError } from '../errors.js';
-import type { NftObject } from './ir.js';
-import { DUMP_RETRIES, type NlTransport } from '../nl/transport.js';
+import type { Netns } from '../netns/netns.js';
+import { NFPROTO_UNSPEC } from '../nl/nfnl.js';
+import { retryInterruptedDump, type NlTransport } from '../nl/transport.js';
+import { NFT_MSG, type NftObject } from './ir.js';
 
-const GET_NAMES: Record<number, string> = {
-  1: 'NFT_MSG_GETTABLE', 4: 'NFT_MSG_GETCHAIN', 7: 'NFT_MSG_GETRULE', 10: 'NFT_MSG_GETSET', 13: 'NFT_MSG_GETSETELEM',
-};
+const GET_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(NFT_MSG).filter(([k]) => k.startsWith('GET')).map(([k, v]) => [v, `NFT_MSG_${k}`]),
+);
 
 /**
  * Runs one NFT_MSG_GET* dump (family 0 = every family; `table` narrows rule
  * and set dumps; GETSETELEM needs table and set) and decodes the replies.
- * An interrupted dump is re-run a bounded number of times.
+ * An interrupted dump is re-run a bounded number of times (retryInterruptedDump).
  */
-export async function dumpObjects(nf: NlTransport, msg: number, family: number, table?: string, set?: string): Promise<NftObject[]> {
+export function dumpObjects(nf: NlTransport, msg: number, family: number, table?: string, set?: string): Promise<NftObject[]> {
   const op = GET_NAMES[msg] ?? `NFT_MSG_${msg}`;
-  for (let attempt = 0; ; attempt++) {
-    const req = native().nftDumpRequest(msg, family, table, set);
-    try {
-      const data = await nf.request(req, op);
-      return data ? native().nftDecode(data) : [];
-    } catch (err) {
-      if (err instanceof NetError && err.code === 'DUMP_INTERRUPTED' && attempt < DUMP_RETRIES) continue;
-      throw err;
-    }
-  }
+  return retryInterruptedDump(async () => {
+    const data = await nf.request(native().nftDumpRequest(msg, family, table, set), op);
+    return data ? native().nftDecode(data) : [];
+  });
+}
+
+/** One nf_tables table: its NFPROTO_* family number and name. */
+export interface NftTableId {
+  family: number;
+  name: string;
+}
+
+/**
+ * The nf_tables tables of a netns, every family (iptables-nft's `ip`/`ip6`
+ * tables included), from one NFT_MSG_GETTABLE dump over the netns's cached
+ * netfilter socket: no `nft` process.
+ */
+export async function listTables(ns: Netns): Promise<NftTableId[]> {
+  const nf = (await ns.netlink()).nfnetlink;
+  const objs = await dumpObjects(nf, NFT_MSG.GETTABLE, NFPROTO_UNSPEC);
+  return objs.filter((o) => o.kind === 'table').map((o) => ({ family: o.family, name: o.table }));
 }

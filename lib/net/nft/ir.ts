@@ -2,7 +2,10 @@
 // commands of one transaction and the kernel expressions inside rules.
 // Numbers are the kernel's (linux/netfilter/nf_tables.h, linux/netfilter.h).
 
-export const NFPROTO = { inet: 1, ip: 2, ip6: 10 } as const;
+import { NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6 } from '../nl/nfnl.js';
+
+/** nft's family names → NFPROTO_* (lib/net/nl/nfnl.ts). */
+export const NFPROTO = { inet: NFPROTO_INET, ip: NFPROTO_IPV4, ip6: NFPROTO_IPV6 } as const;
 export type NftIrFamily = keyof typeof NFPROTO;
 
 export interface NftExpr {

@@ -4,21 +4,18 @@
 // work. One batch per call, atomic; comments use libnftnl's udata layout so
 // `nft list` shows them.
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REQUEST, type RawMsg } from '../nl/codec.js';
-import { NFNL_SUBSYS_NFTABLES, NFPROTO_UNSPEC, nftBatch, nfgenmsg, nfnlType } from '../nl/nfnl.js';
+import { NFNL_SUBSYS_NFTABLES, nftBatch, nfgenmsg, nfnlType } from '../nl/nfnl.js';
 import type { NlTransport } from '../nl/transport.js';
+import { NFT_MSG } from './ir.js';
 
 const SUBSYS = NFNL_SUBSYS_NFTABLES;
-const NEWSETELEM = 12;
-const GETSETELEM = 13;
-const DELSETELEM = 14;
+const { NEWSETELEM, GETSETELEM, DELSETELEM } = NFT_MSG;
 const LIST = { TABLE: 1, SET: 2, ELEMENTS: 3 } as const;
 const ELEM = { KEY: 1, USERDATA: 6 } as const;
 const NFTA_LIST_ELEM = 1;
 const NFTA_DATA_VALUE = 1;
 const UDATA_COMMENT = 0;  // NFTNL_UDATA_SET_ELEM_COMMENT
 const MAX_COMMENT = 127;
-
-export const NFPROTO_INET = 1;
 
 export interface SetElemOp {
   op: 'add' | 'delete';

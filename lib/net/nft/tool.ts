@@ -164,10 +164,15 @@ export async function list(ns: Netns, opts: { table?: TableRef; timeoutMs?: numb
   }
 }
 
-/** nft's own text listing (`nft list ruleset` / `nft list table F N`), for people. */
-export async function listText(ns: Netns, opts: { table?: TableRef; timeoutMs?: number } = {}): Promise<string> {
+/**
+ * nft's own text listing (`nft list ruleset` / `nft list table F N`), for
+ * people; `handles: true` adds `# handle N` to every rule (`nft -a`). The one
+ * producer of this text: a failure is a ToolError (a missing table is
+ * `NFT_EXIT_FAILURE`), never an empty listing.
+ */
+export async function listText(ns: Netns, opts: { table?: TableRef; handles?: boolean; timeoutMs?: number } = {}): Promise<string> {
   const args = opts.table === undefined ? ['list', 'ruleset'] : ['list', 'table', ...tableArgs(opts.table)];
-  return (await exec(ns, args, opts)).stdout;
+  return (await exec(ns, opts.handles ? ['-a', ...args] : args, opts)).stdout;
 }
 
 /** Deletes a table and everything in it; a missing table is fine. */

@@ -1,6 +1,8 @@
 // nfnetlink framing and the ipset protocol's numbers, from the kernel UAPI
-// headers linux/netfilter/nfnetlink.h and linux/netfilter/ipset/ip_set.h
-// (protocol 7), and the nf_tables batch frame. The encoders live next to their users.
+// headers linux/netfilter/nfnetlink.h, linux/netfilter.h (NFPROTO_*) and
+// linux/netfilter/ipset/ip_set.h (protocol 7), and the nf_tables batch frame.
+// The one home of these numbers: nf_tables' own (message types, expression
+// numbers) are in lib/net/nft/ir.ts. The encoders live next to their users.
 import { MsgWriter, NLM_F_REQUEST } from './codec.js';
 
 export const NETLINK_NETFILTER = 12;
@@ -11,6 +13,8 @@ export const NFNL_SUBSYS_IPSET = 6;
 export const NLA_F_NET_BYTEORDER = 0x4000;
 
 export const NFPROTO_UNSPEC = 0;
+/** nf_tables' `inet` family (both IPv4 and IPv6). */
+export const NFPROTO_INET = 1;
 export const NFPROTO_IPV4 = 2;
 export const NFPROTO_IPV6 = 10;
 

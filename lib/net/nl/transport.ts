@@ -15,6 +15,23 @@ export interface NlTransport {
 /** How many times an interrupted dump (NLM_F_DUMP_INTR) is re-run. */
 export const DUMP_RETRIES = 5;
 
+/**
+ * Runs a dump (`run` sends a fresh request each time) and re-runs it when the
+ * kernel flags it as interrupted, at most DUMP_RETRIES times; then the
+ * DUMP_INTERRUPTED NetError (with the partial data attached) is thrown rather
+ * than a partial list returned. The one retry loop of every netlink dump.
+ */
+export async function retryInterruptedDump<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (err instanceof NetError && err.code === 'DUMP_INTERRUPTED' && attempt < DUMP_RETRIES) continue;
+      throw err;
+    }
+  }
+}
+
 export class SocketTransport implements NlTransport {
   constructor(private readonly sock: NativeNlSocket) {}
 
@@ -22,17 +39,8 @@ export class SocketTransport implements NlTransport {
     return this.sock.request(msgs, op, atomic);
   }
 
-  async dump(msg: Buffer, op: string): Promise<RawMsg[]> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return splitMessages(await this.sock.request(msg, op));
-      } catch (err) {
-        // Retry a bounded number of times, then report it as its own error
-        // (with the partial data attached) rather than return a partial list.
-        if (err instanceof NetError && err.code === 'DUMP_INTERRUPTED' && attempt < DUMP_RETRIES) continue;
-        throw err;
-      }
-    }
+  dump(msg: Buffer, op: string): Promise<RawMsg[]> {
+    return retryInterruptedDump(async () => splitMessages(await this.sock.request(msg, op)));
   }
 
   close(): void {

@@ -1,6 +1,8 @@
 // TCP connections made from inside a netns without entering it: the socket is
 // created in the namespace by the addon, then adopted and driven by Node.
 import { isIP, Socket } from 'node:net';
+import { constants as osc } from 'node:os';
+import { NetError, fromNodeError } from '../errors.js';
 import type { Netns } from '../netns/netns.js';
 
 export interface ConnectOptions {
@@ -10,23 +12,29 @@ export interface ConnectOptions {
   timeoutMs?: number;
 }
 
-/** Connects from inside `ns` to host:port (numeric host); resolves once connected. */
+/**
+ * Connects from inside `ns` to host:port (numeric host); resolves once
+ * connected. Failures are NetErrors: op `connect` with the kernel's code
+ * (`ECONNREFUSED`, `ENETUNREACH`, ...), or code `ETIMEDOUT` with op `connect`
+ * when `timeoutMs` passes first; socket creation fails with op `socket`.
+ */
 export async function connectTcp(ns: Netns, host: string, port: number, opts: ConnectOptions = {}): Promise<Socket> {
   const family = isIP(host);
   if (family === 0) throw new TypeError(`host must be a numeric IP address, got ${JSON.stringify(host)}`);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port ${port} is out of range 1-65535`);
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new RangeError(`timeoutMs ${timeoutMs} must be a non-negative integer`);
   const fd = await ns.socket({ family: family as 4 | 6, type: 'tcp', ...(opts.mark !== undefined ? { mark: opts.mark } : {}) });
   const sock = new Socket({ fd, readable: true, writable: true });  // Node owns (and closes) the fd now
-  const timeoutMs = opts.timeoutMs ?? 5000;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       sock.destroy();
-      reject(Object.assign(new Error(`connect ${host}:${port} timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' }));
+      reject(new NetError(`connect ${host}:${port} timed out after ${timeoutMs} ms`, { errno: osc.errno.ETIMEDOUT, op: 'connect' }));
     }, timeoutMs);
     sock.once('error', (err) => {
       clearTimeout(timer);
       sock.destroy();
-      reject(err);
+      reject(fromNodeError(err, 'connect'));
     });
     sock.connect({ host, port }, () => {
       clearTimeout(timer);

@@ -1,10 +1,13 @@
 // Listening and UDP sockets that live inside a netns, driven by Node: the
 // addon creates (and for TCP binds and listens) them inside the namespace on
-// a job thread, and Node adopts the fds. No thread of Node's enters the netns.
+// a job thread (`ns.socket`), and Node adopts the fds. No thread of Node's
+// enters the netns.
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { native } from '../../native.js';
+import { NetError, fromNodeError } from '../errors.js';
 import type { Netns } from '../netns/netns.js';
+import { constants as osc } from 'node:os';
 
 export interface ListenTcpOptions {
   /** Numeric address; `::` also takes IPv4 (v4-mapped). */
@@ -24,11 +27,11 @@ function checkPort(port: number, allowZero = false): void {
 export async function listenTcp(ns: Netns, opts: ListenTcpOptions, onConnection?: (sock: net.Socket) => void): Promise<net.Server> {
   if (net.isIP(opts.address) === 0) throw new TypeError(`address must be numeric, got ${JSON.stringify(opts.address)}`);
   checkPort(opts.port, true);
-  const [opened] = await native().inetOpen(ns.fd, [{
-    udp: false, address: opts.address, port: opts.port, mark: opts.mark ?? 0, reusePort: opts.reusePort ?? false,
-    transparent: opts.transparent ?? false, optional: false, backlog: opts.backlog ?? 511,
-  }]);
-  return adoptTcpServer(opened!.fd!, onConnection);
+  const fd = await ns.socket({
+    type: 'tcp', ...(opts.mark !== undefined ? { mark: opts.mark } : {}),
+    bind: { address: opts.address, port: opts.port, backlog: opts.backlog ?? 511, reusePort: opts.reusePort ?? false, transparent: opts.transparent ?? false },
+  });
+  return adoptTcpServer(fd, onConnection);
 }
 
 /** A net.Server driving a listening fd (Node owns the fd from here; closed if adoption fails). */
@@ -60,7 +63,11 @@ export async function udpSocket(ns: Netns, opts: { family: 4 | 6; mark?: number 
   return sock;
 }
 
-/** Sends one datagram from inside `ns` and waits for one reply (or times out with ETIMEDOUT). */
+/**
+ * Sends one datagram from inside `ns` and waits for one reply. No reply in
+ * `timeoutMs` (default 3000) → NetError ETIMEDOUT, op `udp-exchange`; a send
+ * failure → NetError with its errno, op `send`.
+ */
 export async function udpExchange(ns: Netns, host: string, port: number, payload: Buffer | string,
   opts: { mark?: number; timeoutMs?: number } = {}): Promise<{ data: Buffer; from: { address: string; port: number } }> {
   const family = net.isIP(host);
@@ -69,7 +76,8 @@ export async function udpExchange(ns: Netns, host: string, port: number, payload
   const sock = await udpSocket(ns, { family: family as 4 | 6, ...(opts.mark !== undefined ? { mark: opts.mark } : {}) });
   try {
     return await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(Object.assign(new Error(`no UDP reply from ${host}:${port}`), { code: 'ETIMEDOUT' })), opts.timeoutMs ?? 3000);
+      const timeoutMs = opts.timeoutMs ?? 3000;
+      const timer = setTimeout(() => reject(new NetError(`no UDP reply from ${host}:${port} in ${timeoutMs} ms`, { errno: osc.errno.ETIMEDOUT, op: 'udp-exchange' })), timeoutMs);
       sock.once('message', (data, rinfo) => {
         clearTimeout(timer);
         resolve({ data, from: { address: rinfo.address, port: rinfo.port } });
@@ -77,7 +85,7 @@ export async function udpExchange(ns: Netns, host: string, port: number, payload
       sock.send(payload, port, host, (err) => {
         if (err) {
           clearTimeout(timer);
-          reject(err);
+          reject(fromNodeError(err, 'send'));
         }
       });
     });

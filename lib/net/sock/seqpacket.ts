@@ -8,6 +8,7 @@ import { constants as osc } from 'node:os';
 import { lstatSync, unlinkSync } from 'node:fs';
 import { native, type NativeUnixSocket } from '../../native.js';
 import { NetError } from '../errors.js';
+import { optionalTimeout } from '../../util/timeout.js';
 
 export type UnixSocketType = 'seqpacket' | 'stream';
 
@@ -34,12 +35,6 @@ function validateName(name: unknown): string {
   if (Buffer.byteLength(name) > (name.startsWith('@') ? 108 : 107))
     throw new RangeError(`unix socket name longer than sun_path: ${name}`);
   return name;
-}
-
-function validateTimeout(ms: number | undefined, what: string): number | undefined {
-  if (ms === undefined) return undefined;
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new RangeError(`${what} must be a non-negative number of ms`);
-  return ms;
 }
 
 const closedError = (op: string) => new NetError(`${op}: socket closed`, { errno: osc.errno.ECANCELED, op, code: 'ERR_SOCKET_CLOSED' });
@@ -184,7 +179,7 @@ export class UnixConnection implements AsyncIterable<Message> {
       return n as number;
     });
     if (nums.length > 253) throw new RangeError('send: at most 253 fds per message (SCM_MAX_FD)');
-    const timeoutMs = validateTimeout(opts.timeoutMs, 'send timeoutMs');
+    const timeoutMs = optionalTimeout(opts.timeoutMs, 'send timeoutMs', undefined, { allowZero: true });
     if (this.#closed) return Promise.reject(closedError('sendmsg'));
     const buf = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     return new Promise<void>((resolve, reject) => {
@@ -229,7 +224,7 @@ export class UnixConnection implements AsyncIterable<Message> {
     const maxFds = opts.maxFds ?? DEFAULT_MAX_FDS;
     if (!Number.isInteger(maxBytes) || maxBytes < 1 || maxBytes > 16 << 20) throw new RangeError('recv: maxBytes must be 1..16 MiB');
     if (!Number.isInteger(maxFds) || maxFds < 0 || maxFds > 253) throw new RangeError('recv: maxFds must be 0..253');
-    const timeoutMs = validateTimeout(opts.timeoutMs, 'recv timeoutMs');
+    const timeoutMs = optionalTimeout(opts.timeoutMs, 'recv timeoutMs', undefined, { allowZero: true });
     if (this.#closed) return Promise.reject(closedError('recvmsg'));
     if (this.#eof) return Promise.resolve(null);
     return new Promise<Message | null>((resolve, reject) => {
@@ -493,7 +488,7 @@ export async function connect(name: string, opts: ConnectOptions = {}): Promise<
   validateName(name);
   const type = opts.type ?? 'seqpacket';
   const t = typeNo(type);
-  const timeoutMs = validateTimeout(opts.timeoutMs, 'connect timeoutMs') ?? 5000;
+  const timeoutMs = optionalTimeout(opts.timeoutMs, 'connect timeoutMs', 5000, { allowZero: true });
   const deadline = Date.now() + timeoutMs;
   for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
     const { socket, inProgress } = native().unixConnect(name, t);

@@ -1,19 +1,21 @@
 // iptables inside a netns: backend detection (legacy vs nft, Istio's rules,
 // persisted for the agent), and iptables-restore / iptables-save / iptables
 // run in a child born inside the netns (argv only, small fixed environment).
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { constants as osc } from 'node:os';
-import { dirname } from 'node:path';
 import { NetError, isNotFound } from '../errors.js';
 import { parseSave, restoreErrorLine, type SavedTable } from './parse.js';
 import type { Netns, SpawnResult } from '../netns/netns.js';
 import { ToolError, toolCode, toolEnv } from '../tool-error.js';
+import type { Family } from '../ip.js';
+import { writeFileAtomicSync } from '../../util/atomic-write.js';
 
 export type { SavedTable, SavedChain, SavedRule, SavedCounters } from './parse.js';
 export { parseSave, splitArgs, restoreErrorLine } from './parse.js';
 
 export type IptablesMode = 'legacy' | 'nft';
-export type IpFamily = 4 | 6;
+/** The IP family: 4 or 6 (the library's one vocabulary, `Family` in lib/net/ip.ts). */
+export type IpFamily = Family;
 
 export interface IptablesVariant {
   mode: IptablesMode;
@@ -305,11 +307,9 @@ function readState(file: string): Omit<IptablesBackend, 'source'> | undefined {
 }
 
 function writeState(file: string, b: Omit<IptablesBackend, 'source'>): void {
-  mkdirSync(dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
   const doc = { mode: b.mode, version: b.version, v6: b.v6, savedAt: new Date().toISOString() };
-  writeFileSync(tmp, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o644 });
-  renameSync(tmp, file);   // atomic: a crash never leaves half a file
+  // Atomic, and never through a symlink planted at a temporary name or the target.
+  writeFileAtomicSync(file, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o644 });
 }
 
 export interface DetectOptions {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   IPSET_CMD, decodeList, decodeNames, decodeTypeReply, encodeAdtList, encodeCreate, encodeEntry, encodeList, encodeNames,
-  entryOf, formatEntry, formatSave, normalizeEntry, parseEntryText, validateSetName, type NormEntry,
+  entryOf, formatCreateLine, formatEntry, formatSave, normalizeEntry, parseEntryText, validateCreate, validateSetName, type NormEntry,
 } from '../../../lib/net/ipset/codec.js';
 import { MsgWriter, NLA_F_NESTED, splitMessages } from '../../../lib/net/nl/codec.js';
 
@@ -15,7 +15,7 @@ const hex = (s: string) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
 describe('ipset request encoding', () => {
   it('encodes CREATE hash:ip inet comment byte for byte', () => {
-    const got = encodeCreate('s', { type: 'hash:ip', family: 'inet', comment: true }, 6, false);
+    const got = encodeCreate('s', { type: 'hash:ip', family: 4, comment: true }, 6, false);
     expect(got.toString('hex')).toBe(hex(`
       4c000000 0206 0502 00000000 00000000
       02000000
@@ -28,7 +28,7 @@ describe('ipset request encoding', () => {
   });
 
   it('drops NLM_F_EXCL for exist and encodes sizes big-endian with NLA_F_NET_BYTEORDER', () => {
-    const got = encodeCreate('x', { type: 'hash:net', family: 'inet6', hashsize: 256, maxelem: 70000, timeout: 30 }, 7, true);
+    const got = encodeCreate('x', { type: 'hash:net', family: 6, hashsize: 256, maxelem: 70000, timeout: 30 }, 7, true);
     expect(got.readUInt16LE(6)).toBe(0x0005);  // REQUEST|ACK
     const data = got.subarray(got.length - 28);
     expect(data.toString('hex')).toBe(hex(`
@@ -110,7 +110,7 @@ describe('ipset list decoding (recorded kernel replies)', () => {
     const [set, ...rest] = decodeList(splitMessages(fixture('list-rec-v4.bin')));
     expect(rest).toEqual([]);
     expect(set!.header).toMatchObject({
-      name: 'rec-v4', type: 'hash:ip', family: 'inet', revision: 6, hashsize: 64, maxelem: 1000, timeout: 600,
+      name: 'rec-v4', type: 'hash:ip', family: 4, revision: 6, hashsize: 64, maxelem: 1000, timeout: 600,
       comment: true, references: 0, entries: 2,
     });
     expect(set!.header.memory).toBeGreaterThan(0);
@@ -123,7 +123,7 @@ describe('ipset list decoding (recorded kernel replies)', () => {
 
   it('decodes a hash:net inet6 set (host entries without /128)', () => {
     const [set] = decodeList(splitMessages(fixture('list-rec-net6.bin')));
-    expect(set!.header).toMatchObject({ name: 'rec-net6', type: 'hash:net', family: 'inet6', comment: false, entries: 3 });
+    expect(set!.header).toMatchObject({ name: 'rec-net6', type: 'hash:net', family: 6, comment: false, entries: 3 });
     expect(set!.header.timeout).toBeUndefined();
     expect(new Set(set!.entries.map(formatEntry))).toEqual(new Set(['fd00::/64', 'fd01:2::1', '2001:db8::/32']));
   });
@@ -177,5 +177,20 @@ describe('ipset entries', () => {
     expect(validateSetName('x'.repeat(31))).toBe('x'.repeat(31));
     expect(() => encodeCreate('s', { type: 'bitmap:ip' as never }, 0, false)).toThrow(TypeError);
     expect(() => encodeCreate('s', { type: 'hash:ip', maxelem: 0 }, 0, false)).toThrow(RangeError);
+  });
+});
+
+describe('ipset family vocabulary (4 | 6, like the rest of the library)', () => {
+  it('takes 4 or 6, defaults to 4, and refuses ipset\'s own words', () => {
+    expect(validateCreate({ type: 'hash:ip' }).family).toBe(4);
+    expect(validateCreate({ type: 'hash:ip', family: 6 }).family).toBe(6);
+    for (const bad of ['inet', 'inet6', 5]) expect(() => validateCreate({ type: 'hash:ip', family: bad as never })).toThrow(TypeError);
+    // The wire family: NFPROTO_IPV4 / NFPROTO_IPV6 in IPSET_ATTR_FAMILY.
+    expect(encodeCreate('s', { type: 'hash:ip', family: 6 }, 6, false)).not.toEqual(encodeCreate('s', { type: 'hash:ip', family: 4 }, 6, false));
+  });
+
+  it('save text still says ipset\'s `family inet6`', () => {
+    expect(formatCreateLine({ name: 's', type: 'hash:ip', family: 6, revision: 6, comment: false, references: 0, entries: 0, memory: 0 }))
+      .toBe('create s hash:ip family inet6');
   });
 });

@@ -42,8 +42,8 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
   it('adds 10,000 IPv4 and 1,000 IPv6 elements with comments in batches; list equals ipset save', async () => {
     const ns = await freshNetns();
     const { ipset } = await ns.netlink();
-    await ipset.create('probes-v4', { type: 'hash:ip', family: 'inet', comment: true });
-    await ipset.create('probes-v6', { type: 'hash:ip', family: 'inet6', comment: true, maxelem: 4096, hashsize: 256 });
+    await ipset.create('probes-v4', { type: 'hash:ip', family: 4, comment: true });
+    await ipset.create('probes-v6', { type: 'hash:ip', family: 6, comment: true, maxelem: 4096, hashsize: 256 });
     const e4: IpsetEntry[] = Array.from({ length: 10_000 }, (_, i) => ({ address: v4(i), comment: uid(i) }));
     const e6: IpsetEntry[] = Array.from({ length: 1000 }, (_, i) => ({ address: v6(i), comment: uid(i + 1e6) }));
     await ipset.add('probes-v4', e4);
@@ -51,8 +51,8 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
 
     const l4 = await ipset.list('probes-v4');
     const l6 = await ipset.list('probes-v6');
-    expect(l4.header).toMatchObject({ name: 'probes-v4', type: 'hash:ip', family: 'inet', comment: true, entries: 10_000, references: 0 });
-    expect(l6.header).toMatchObject({ family: 'inet6', maxelem: 4096, entries: 1000 });
+    expect(l4.header).toMatchObject({ name: 'probes-v4', type: 'hash:ip', family: 4, comment: true, entries: 10_000, references: 0 });
+    expect(l6.header).toMatchObject({ family: 6, maxelem: 4096, entries: 1000 });
     expect(l6.header.hashsize).toBeGreaterThanOrEqual(256);  // the kernel may grow the hash while filling it
     expect(l4.entries).toHaveLength(10_000);
     expect(l6.entries).toHaveLength(1000);
@@ -71,9 +71,9 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
   it('handles hash:net and hash:ip,port elements and timeouts like ipset save', async () => {
     const ns = await freshNetns();
     const { ipset } = await ns.netlink();
-    await ipset.create('nets', { type: 'hash:net', family: 'inet6' });
+    await ipset.create('nets', { type: 'hash:net', family: 6 });
     await ipset.add('nets', ['fd00::/64', 'fd01:2::1', '2001:db8:1::/48', { address: 'fd02::5', cidr: 120 }]);
-    await ipset.create('ports', { type: 'hash:ip,port', family: 'inet', timeout: 600 });
+    await ipset.create('ports', { type: 'hash:ip,port', family: 4, timeout: 600 });
     await ipset.add('ports', ['10.0.0.1,tcp:80', '10.0.0.1,udp:53', '10.0.0.2,8443', { address: '10.0.0.3', port: 9, proto: 'sctp', timeout: 100 }]);
     const nets = await ipset.list('nets');
     const ports = await ipset.list('ports');
@@ -125,7 +125,7 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
   it('upserts: exist overwrites the comment (single and batched), without exist it is IPSET_ERR_EXIST', async () => {
     const ns = await freshNetns();
     const { ipset } = await ns.netlink();
-    await ipset.create('istio-inpod-probes-v4', { type: 'hash:ip', family: 'inet', comment: true });
+    await ipset.create('istio-inpod-probes-v4', { type: 'hash:ip', family: 4, comment: true });
     await ipset.add('istio-inpod-probes-v4', { address: '10.244.0.7', comment: 'uid-old' });
     const dup = await thrown(ipset.add('istio-inpod-probes-v4', { address: '10.244.0.7', comment: 'uid-new' }));
     expect(dup.code).toBe('IPSET_ERR_EXIST');
@@ -144,12 +144,12 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
   it('reports errors by code: duplicate set, wrong family, missing set, missing element, rename/swap clashes', async () => {
     const ns = await freshNetns();
     const { ipset } = await ns.netlink();
-    await ipset.create('s4', { type: 'hash:ip', family: 'inet' });
-    const again = await thrown(ipset.create('s4', { type: 'hash:ip', family: 'inet' }));
+    await ipset.create('s4', { type: 'hash:ip', family: 4 });
+    const again = await thrown(ipset.create('s4', { type: 'hash:ip', family: 4 }));
     expect(again.code).toBe('EEXIST');  // what the kernel answers for a taken name without exist
     expect(again.op).toBe('IPSET_CMD_CREATE');
-    await ipset.create('s4', { type: 'hash:ip', family: 'inet' }, { exist: true });  // identical: fine
-    expect((await thrown(ipset.create('s4', { type: 'hash:net', family: 'inet' }, { exist: true }))).code).toBe('EEXIST');
+    await ipset.create('s4', { type: 'hash:ip', family: 4 }, { exist: true });  // identical: fine
+    expect((await thrown(ipset.create('s4', { type: 'hash:net', family: 4 }, { exist: true }))).code).toBe('EEXIST');
 
     const fam = await thrown(ipset.add('s4', ['fd00::1', 'fd00::2']));
     expect(fam.code).toBe('IPSET_ERR_PROTOCOL');
@@ -172,7 +172,7 @@ describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => 
     expect(isNotFound(gone)).toBe(true);
     expect(isExist(gone)).toBe(false);
 
-    await ipset.create('s6', { type: 'hash:ip', family: 'inet6' });
+    await ipset.create('s6', { type: 'hash:ip', family: 6 });
     expect((await thrown(ipset.rename('s4', 's6'))).code).toBe('IPSET_ERR_EXIST_SETNAME2');
     expect((await thrown(ipset.swap('s4', 's6'))).code).toBe('IPSET_ERR_TYPE_MISMATCH');
     expect((await thrown(ipset.swap('s4', 'zz'))).code).toBe('IPSET_ERR_EXIST_SETNAME2');

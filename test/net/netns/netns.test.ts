@@ -25,11 +25,11 @@ describe.skipIf(!privileged())('Netns', () => {
       await expect(Netns.create(name)).rejects.toMatchObject({ code: 'EEXIST' });
     } finally {
       ns.close();
-      Netns.remove(name);
+      await Netns.remove(name);
     }
     expect(Netns.list()).not.toContain(name);
     expect(existsSync(`/run/netns/${name}`)).toBe(false);
-    expect(() => Netns.remove(name)).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+    await expect(Netns.remove(name)).rejects.toMatchObject({ code: 'ENOENT', op: expect.any(String) });
   });
 
   it('creates a netns with no name that lives as long as its fd', async () => {
@@ -85,10 +85,38 @@ describe.skipIf(!privileged())('Netns', () => {
     expect(() => Netns.fromPid(-1)).toThrow(RangeError);
   });
 
+  it('is disposable: a `using` declaration closes it at the end of the scope', async () => {
+    const base = await freshNetns();
+    let seen: Netns | undefined;
+    {
+      using ns = Netns.open(base.path);
+      seen = ns;
+      expect(ns.closed).toBe(false);
+      expect(ns.equals(base)).toBe(true);
+    }
+    expect(seen.closed).toBe(true);
+    expect(() => seen!.fd).toThrow(expect.objectContaining({ code: 'EBADF' }));
+    expect(typeof Symbol.dispose).toBe('symbol');
+    base[Symbol.dispose]();
+    expect(base.closed).toBe(true);
+    base[Symbol.dispose]();  // idempotent, like close()
+  });
+
+  it('remove is asynchronous like create, and a missing name rejects ENOENT', async () => {
+    const name = nsName();
+    const ns = await Netns.create(name);
+    ns.close();
+    const p = Netns.remove(name);
+    expect(p).toBeInstanceOf(Promise);
+    await p;
+    expect(existsSync(`/run/netns/${name}`)).toBe(false);
+    await expect(Netns.remove(name)).rejects.toMatchObject({ code: 'ENOENT', errno: 2 });
+  });
+
   it('rejects bad names before touching the filesystem', async () => {
     await expect(Netns.create('a/b')).rejects.toThrow(TypeError);
     await expect(Netns.create('..')).rejects.toThrow(TypeError);
-    expect(() => Netns.remove('')).toThrow(TypeError);
+    await expect(Netns.remove('')).rejects.toThrow(TypeError);
   });
 
   it('spawns inside the netns with stdin, env, cwd and exit status', async () => {

@@ -4,7 +4,7 @@
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, openSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, listen, socketPair, type UnixConnection } from '../../../lib/net/sock/seqpacket.js';
 import { Netns } from '../../../lib/net/netns/netns.js';
 import { NetError } from '../../../lib/net/errors.js';
@@ -15,6 +15,11 @@ let dir: string;
 let fdsBefore: number;
 const cleanup: Array<{ close(): void }> = [];
 
+// The first native socket of the process makes libuv create its (lasting)
+// async eventfd; make it before any test counts fds.
+beforeAll(() => {
+  for (const c of socketPair()) c.close();
+});
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'pw-seqpacket-'));
   fdsBefore = openFds();
@@ -160,6 +165,25 @@ describe('seqpacket sockets', () => {
     a.close();
     await expect(waiting).rejects.toMatchObject({ code: 'ERR_SOCKET_CLOSED' });
     await expect(a.send(Buffer.from('x'))).rejects.toMatchObject({ code: 'ERR_SOCKET_CLOSED' });
+  });
+
+  it('refuses timeouts a timer cannot honour (>= 2^31 ms, fractions, negatives) instead of firing after 1 ms', async () => {
+    const [a, b] = pair();
+    for (const bad of [2 ** 31, 2 ** 32 + 5, 1.5, -1, Number.NaN, Infinity]) {
+      expect(() => b.recv({ timeoutMs: bad })).toThrow(RangeError);
+      expect(() => a.send(Buffer.from('x'), [], { timeoutMs: bad })).toThrow(RangeError);
+      await expect(connect(join(dir, 'none.sock'), { timeoutMs: bad })).rejects.toThrow(RangeError);
+    }
+    expect(() => b.recv({ timeoutMs: '5' as never })).toThrow(RangeError);
+    // Nothing was queued by the refused calls.
+    await a.send(Buffer.from('ok'));
+    expect((await b.recv({ timeoutMs: 0 }))!.data.toString()).toBe('ok');
+    // The largest honoured value really waits (Node would turn 2^31 into 1 ms).
+    const waiting = b.recv({ timeoutMs: 2 ** 31 - 1 });
+    const outcome = await Promise.race([waiting.then(() => 'settled', () => 'settled'), new Promise((r) => setTimeout(() => r('waiting'), 100))]);
+    expect(outcome).toBe('waiting');
+    b.close();
+    await expect(waiting).rejects.toMatchObject({ code: 'ERR_SOCKET_CLOSED' });
   });
 
   it('reports a dead peer as EPIPE', async () => {
