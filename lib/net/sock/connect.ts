@@ -1,5 +1,6 @@
 // TCP connections made from inside a netns without entering it: the socket is
 // created in the namespace by the addon, then adopted and driven by Node.
+import { optionalTimeout } from '../../util/timeout.js';
 import { isIP, Socket } from 'node:net';
 import { constants as osc } from 'node:os';
 import { NetError, fromNodeError } from '../errors.js';
@@ -22,8 +23,7 @@ export async function connectTcp(ns: Netns, host: string, port: number, opts: Co
   const family = isIP(host);
   if (family === 0) throw new TypeError(`host must be a numeric IP address, got ${JSON.stringify(host)}`);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port ${port} is out of range 1-65535`);
-  const timeoutMs = opts.timeoutMs ?? 5000;
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new RangeError(`timeoutMs ${timeoutMs} must be a non-negative integer`);
+  const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', 5000);
   const fd = await ns.socket({ family: family as 4 | 6, type: 'tcp', ...(opts.mark !== undefined ? { mark: opts.mark } : {}) });
   const sock = new Socket({ fd, readable: true, writable: true });  // Node owns (and closes) the fd now
   return new Promise((resolve, reject) => {

@@ -2,6 +2,7 @@
 // addon creates (and for TCP binds and listens) them inside the namespace on
 // a job thread (`ns.socket`), and Node adopts the fds. No thread of Node's
 // enters the netns.
+import { optionalTimeout } from '../../util/timeout.js';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { native } from '../../native.js';
@@ -73,10 +74,10 @@ export async function udpExchange(ns: Netns, host: string, port: number, payload
   const family = net.isIP(host);
   if (family === 0) throw new TypeError(`host must be numeric, got ${JSON.stringify(host)}`);
   checkPort(port);
+  const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', 3000);
   const sock = await udpSocket(ns, { family: family as 4 | 6, ...(opts.mark !== undefined ? { mark: opts.mark } : {}) });
   try {
     return await new Promise((resolve, reject) => {
-      const timeoutMs = opts.timeoutMs ?? 3000;
       const timer = setTimeout(() => reject(new NetError(`no UDP reply from ${host}:${port} in ${timeoutMs} ms`, { errno: osc.errno.ETIMEDOUT, op: 'udp-exchange' })), timeoutMs);
       sock.once('message', (data, rinfo) => {
         clearTimeout(timer);

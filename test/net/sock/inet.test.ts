@@ -40,6 +40,14 @@ describe.skipIf(!privileged())('sockets in a netns', () => {
     expect(err).toMatchObject({ code: 'ETIMEDOUT', errno: 110, op: 'udp-exchange' });
   });
 
+  it('refuses timeouts a timer cannot honour (2^31 ms would fire at once), before any socket is made', async () => {
+    const ns = await freshNetns();
+    for (const timeoutMs of [2 ** 31, -1, 1.5, Number.NaN]) {
+      await expect(connectTcp(ns, '127.0.0.1', 9, { timeoutMs })).rejects.toThrow(RangeError);
+      await expect(udpExchange(ns, '127.0.0.1', 9, 'x', { timeoutMs })).rejects.toThrow(RangeError);
+    }
+  });
+
   it('listenTcp and connectTcp meet inside the netns, both through ns.socket', async () => {
     const ns = await freshNetns();
     const server = await listenTcp(ns, { address: '127.0.0.1', port: 0 }, (s) => s.end('hi'));
