@@ -20,7 +20,7 @@ const prefix = `${process.env.BENCH_NETNS_PREFIX ?? 'pwt-bench'}-${process.pid}-
 if (!/^[a-z][a-z0-9-]*$/.test(prefix)) throw new TypeError(`bad BENCH_NETNS_PREFIX ${prefix}`);
 
 const model = inpodRules({ ipv6: true });
-const TEXT = { 4: toIptablesRestore(model, 'ipv4'), 6: toIptablesRestore(model, 'ipv6') } as const;
+const TEXT = { 4: toIptablesRestore(model, 4), 6: toIptablesRestore(model, 6) } as const;
 
 const L = {
   ipt: 'podwire apply, iptables (dual stack)',

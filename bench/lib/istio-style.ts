@@ -12,7 +12,7 @@ import { toIptablesRestore } from '../../lib/redirect/render-iptables.js';
 /** Upstream's CreateInpodRules: netlink routing, then save + restore per family, each an exec in the netns. */
 export class IstioStyleRules implements RuleBackend {
   private readonly model = inpodRules({ ipv6: true, dnsCapture: true });
-  private readonly text = { 4: toIptablesRestore(this.model, 'ipv4'), 6: toIptablesRestore(this.model, 'ipv6') };
+  private readonly text = { 4: toIptablesRestore(this.model, 4), 6: toIptablesRestore(this.model, 6) };
 
   async apply(ns: Netns): Promise<void> {
     await applyRouting(ns, await diffRouting(ns, this.model));

@@ -9,7 +9,7 @@
 // guardrails go, even when the restore failed (the error is thrown).
 import { parseSave, type IptablesMode, type SavedRule, type SavedTable } from '../net/xtables/iptables.js';
 import type { Netns } from '../net/netns/netns.js';
-import { execIptables, famNo, type IptablesRunner } from './engine-types.js';
+import { execIptables, famText, type IptablesRunner } from './engine-types.js';
 import { rulesOf, type Family, type RuleModel } from './model.js';
 import { packetFilterEmpty } from './pristine.js';
 import { iptablesClone, iptablesReference, ipsetsOf } from './reference.js';
@@ -82,7 +82,7 @@ export function diffFamily(family: Family, ref: SavedTable[], live: SavedTable[]
     const refOwn = (refT?.chains ?? []).filter((c) => c.policy === null);
     plan.ownChains = refOwn.map((c) => c.name);
     const owned = (name: string | undefined) => name !== undefined && (plan.ownChains.includes(name) || name.startsWith(OWNED_PREFIX));
-    const where = (chain: string) => `${family} ${tname} ${chain}`;
+    const where = (chain: string) => `${famText(family)} ${tname} ${chain}`;
     for (const c of refOwn) {
       const lc = liveT?.chains.find((x) => x.name === c.name);
       if (!lc) {
@@ -128,7 +128,7 @@ export function diffFamily(family: Family, ref: SavedTable[], live: SavedTable[]
 export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOptions = {}, quick = false): Promise<FamilyState[]> {
   const runner = opts.runner ?? execIptables;
   // A netns with no packet-filter state at all (a new pod) has nothing to read back.
-  const empty = await packetFilterEmpty(ns, model.families.map(famNo));
+  const empty = await packetFilterEmpty(ns, model.families);
   // `quick` (apply and verify; not remove, which needs the plan): a netns whose
   // nf_tables state is exactly the model's iptables-nft rules, confirmed by one dump.
   if (quick && !empty && !opts.runner && await sameAsReference(ns, model, opts.mode)) {
@@ -138,7 +138,7 @@ export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOp
     const m = opts.mode ? { mode: opts.mode } : {};
     const [ref, liveText] = await Promise.all([
       iptablesReference(toIptablesRestore(model, family), family, opts.mode, ipsetsOf(model, family)),
-      empty ? '' : runner.saveText(ns, { family: famNo(family), ...m }),
+      empty ? '' : runner.saveText(ns, { family, ...m }),
     ]);
     return { ...diffFamily(family, ref, parseSave(liveText)), pristine: empty };
   }));
@@ -192,33 +192,33 @@ export async function applyIptables(ns: Netns, model: RuleModel, states: FamilyS
     const clone = await iptablesClone(model, opts.mode);
     if (clone) {
       await replayNft(ns, clone);
-      return [`nf_tables batch (iptables-nft rules, ${states.map((s) => s.family).join('+')})`];
+      return [`nf_tables batch (iptables-nft rules, ${states.map((s) => famText(s.family)).join('+')})`];
     }
   }
   // A netns without any residue of ours: Istio's own restore text.
   for (const st of todo.filter((s) => !s.residue)) {
-    await runner.restore(ns, toIptablesRestore(model, st.family), { family: famNo(st.family), ...m });
-    actions.push(`iptables-restore ${st.family}`);
+    await runner.restore(ns, toIptablesRestore(model, st.family), { family: st.family, ...m });
+    actions.push(`iptables-restore ${famText(st.family)}`);
   }
   const dirty = todo.filter((s) => s.residue);
   if (dirty.length === 0) return actions;
   const guarded: typeof dirty = [];
   try {
     for (const st of dirty) {
-      await runner.restore(ns, guardText(true, st.staleGuards), { family: famNo(st.family), ...m });
+      await runner.restore(ns, guardText(true, st.staleGuards), { family: st.family, ...m });
       guarded.push(st);
-      actions.push(`guardrails up ${st.family}`);
+      actions.push(`guardrails up ${famText(st.family)}`);
     }
     for (const st of dirty) {
-      await runner.restore(ns, reconcileText(model, st), { family: famNo(st.family), ...m });
-      actions.push(`iptables-restore ${st.family} (reconcile)`);
+      await runner.restore(ns, reconcileText(model, st), { family: st.family, ...m });
+      actions.push(`iptables-restore ${famText(st.family)} (reconcile)`);
     }
   } finally {
     const errors: unknown[] = [];
     for (const st of guarded) {
       try {
-        await runner.restore(ns, guardText(false, []), { family: famNo(st.family), ...m });
-        actions.push(`guardrails down ${st.family}`);
+        await runner.restore(ns, guardText(false, []), { family: st.family, ...m });
+        actions.push(`guardrails down ${famText(st.family)}`);
       } catch (err) {
         errors.push(err);
       }
@@ -244,17 +244,17 @@ export async function removeIptables(ns: Netns, states: FamilyState[], opts: Ipt
       const lines = [`*${tname}`];
       for (const r of [...plan.builtinRules, ...guards]) {
         lines.push(`-D ${r.chain} ${r.spec}`);
-        what.push(`rule ${st.family} ${tname} ${r.chain} ${r.spec}`);
+        what.push(`rule ${famText(st.family)} ${tname} ${r.chain} ${r.spec}`);
       }
       for (const c of plan.presentChains) lines.push(`-F ${c}`);
       for (const c of plan.presentChains) {
         lines.push(`-X ${c}`);
-        what.push(`chain ${st.family} ${tname} ${c}`);
+        what.push(`chain ${famText(st.family)} ${tname} ${c}`);
       }
       text += `${lines.join('\n')}\nCOMMIT\n`;
     }
     if (text === '') continue;
-    await runner.restore(ns, text, { family: famNo(st.family), ...m });
+    await runner.restore(ns, text, { family: st.family, ...m });
     removed.push(...what);
   }
   return removed;

@@ -71,7 +71,7 @@ function renderEngineScript(model: RuleModel): string {
     const sets = new Map<string, string>();
     for (const r of model.rules) {
       if (r.table !== table?.name) continue;
-      for (const x of r.matches) if (x.kind === 'set') sets.set(x.name, r.family === 'ipv6' ? 'ipv6_addr' : 'ipv4_addr');
+      for (const x of r.matches) if (x.kind === 'set') sets.set(x.name, r.family === 6 ? 'ipv6_addr' : 'ipv4_addr');
     }
     // `add set` keeps an existing set and its elements (the probe set owns them).
     for (const [name, type] of sets) out.push(`add set inet ${m[1]} ${name} { type ${type} ; }`);

@@ -7,16 +7,16 @@ import { parsePrefix } from '../net/ip.js';
 import type { Netns } from '../net/netns/netns.js';
 import type { Route, RouteSpec as NlRouteSpec } from '../net/rtnl/routes.js';
 import type { Rule as PolicyRule } from '../net/rtnl/rules.js';
-import { famNo } from './engine-types.js';
+import { famText } from './engine-types.js';
 import type { AddressSpec, Family, PolicyRuleSpec, RouteSpec, RuleModel } from './model.js';
 
 const ALL_BITS = 0xffffffff;
 const hex = (n: number) => `0x${n.toString(16)}`;
 
-export const routeText = (r: RouteSpec) => `${r.family} ${r.type} ${parsePrefix(r.dst).prefixLen === 0 ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;
+export const routeText = (r: RouteSpec) => `${famText(r.family)} ${r.type} ${parsePrefix(r.dst).prefixLen === 0 ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;
 export const policyText = (p: PolicyRuleSpec) =>
-  `${p.family} fwmark ${hex(p.fwmark)}${p.fwmask === undefined ? '' : `/${hex(p.fwmask)}`} lookup ${p.table}${p.priority === undefined ? '' : ` pref ${p.priority}`}`;
-const addrText = (a: AddressSpec) => `${a.family} ${a.address} dev ${a.dev}`;
+  `${famText(p.family)} fwmark ${hex(p.fwmark)}${p.fwmask === undefined ? '' : `/${hex(p.fwmask)}`} lookup ${p.table}${p.priority === undefined ? '' : ` pref ${p.priority}`}`;
+const addrText = (a: AddressSpec) => `${famText(a.family)} ${a.address} dev ${a.dev}`;
 const liveRouteText = (r: Route) => `ipv${r.family} ${r.type} ${r.dst} dev ${r.dev ?? `#${r.ifindex ?? '?'}`} table ${r.table}`;
 const livePolicyText = (r: PolicyRule) =>
   `ipv${r.family} fwmark ${hex(r.fwmark ?? 0)}/${hex(r.fwmask ?? ALL_BITS)} ${r.action} ${r.table} pref ${r.priority}`;
@@ -24,12 +24,12 @@ const livePolicyText = (r: PolicyRule) =>
 function routeMatches(live: Route, want: RouteSpec): boolean {
   const dst = parsePrefix(want.dst);
   const liveDst = live.dst === 'default' ? 0 : parsePrefix(live.dst).prefixLen;
-  return live.family === famNo(want.family) && live.table === want.table && live.type === want.type && live.dev === want.dev
+  return live.family === want.family && live.table === want.table && live.type === want.type && live.dev === want.dev
     && (dst.prefixLen === 0 ? liveDst === 0 : live.dst === want.dst);
 }
 
 function policyMatches(live: PolicyRule, want: PolicyRuleSpec): boolean {
-  return live.family === famNo(want.family) && live.action === 'lookup' && live.table === want.table
+  return live.family === want.family && live.action === 'lookup' && live.table === want.table
     && live.fwmark === want.fwmark && (live.fwmask ?? ALL_BITS) === (want.fwmask ?? ALL_BITS)
     && (want.priority === undefined || live.priority === want.priority)
     && live.src === undefined && live.dst === undefined && live.iif === undefined && live.oif === undefined && !live.not;
@@ -88,8 +88,8 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
   ]);
   // IPv6 parts only when IPv6 is enabled inside the pod, as Istio reads it there:
   // lo's disable_ipv6 (writing all.disable_ipv6 sets it on every link, lo included).
-  const v6 = model.families.includes('ipv6') && links.find((l) => l.name === 'lo')?.ipv6Disabled === false;
-  const families = model.families.filter((f) => f === 'ipv4' || v6);
+  const v6 = model.families.includes(6) && links.find((l) => l.name === 'lo')?.ipv6Disabled === false;
+  const families = model.families.filter((f) => f === 4 || v6);
   diff.families = families;
   const on = <T extends { family: Family }>(xs: T[]) => xs.filter((x) => families.includes(x.family));
   const wantRoutes = on(model.routes);
@@ -100,11 +100,11 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
   const routeDumps = new Map<string, Route[]>();
   for (const fam of families) {
     tables.forEach((table, i) => {
-      routeDumps.set(`${fam} ${table}`, perTable[i]!.filter((r) => r.family === famNo(fam))
+      routeDumps.set(`${fam} ${table}`, perTable[i]!.filter((r) => r.family === fam)
         .map((r) => (r.ifindex !== undefined && names.has(r.ifindex) ? { ...r, dev: names.get(r.ifindex)! } : r)));
     });
   }
-  const ruleDumps = new Map(families.map((fam) => [fam, ruleList.filter((r) => r.family === famNo(fam))] as const));
+  const ruleDumps = new Map(families.map((fam) => [fam, ruleList.filter((r) => r.family === fam)] as const));
   for (const fam of families) {
     for (const table of tables) {
       const p = pair(wantRoutes.filter((r) => r.family === fam && r.table === table), routeDumps.get(`${fam} ${table}`)!, routeMatches);
@@ -144,7 +144,7 @@ export function routingDrift(d: RoutingDiff): string[] {
 
 // The device by index when the diff knows it: saves a link lookup per route.
 const routeSpecOf = (r: RouteSpec, ifindex: Map<string, number>): NlRouteSpec => ({
-  family: famNo(r.family), dst: r.dst, type: r.type, dev: ifindex.get(r.dev) ?? r.dev, table: r.table, scope: r.scope,
+  family: r.family, dst: r.dst, type: r.type, dev: ifindex.get(r.dev) ?? r.dev, table: r.table, scope: r.scope,
 });
 const liveRouteSpec = (r: Route): NlRouteSpec => ({
   family: r.family, dst: r.dst, table: r.table,
@@ -152,7 +152,7 @@ const liveRouteSpec = (r: Route): NlRouteSpec => ({
   ...(r.ifindex === undefined ? {} : { dev: r.ifindex }),
 });
 const ruleSpecOf = (p: PolicyRuleSpec) => ({
-  family: famNo(p.family), fwmark: p.fwmark, table: p.table,
+  family: p.family, fwmark: p.fwmark, table: p.table,
   ...(p.fwmask === undefined ? {} : { mask: p.fwmask }), ...(p.priority === undefined ? {} : { priority: p.priority }),
 });
 const liveRuleSpec = (r: PolicyRule) => ({
@@ -182,7 +182,7 @@ export async function applyRouting(ns: Netns, d: RoutingDiff): Promise<string[]>
     actions.push(`rule add ${policyText(r)}`);
   }
   for (const a of d.missingAddresses) {
-    await nl.addrs.add(a.dev, a.address, a.family === 'ipv6' ? { noDad: true } : {}).catch((err) => { if (!isExist(err)) throw err; });
+    await nl.addrs.add(a.dev, a.address, a.family === 6 ? { noDad: true } : {}).catch((err) => { if (!isExist(err)) throw err; });
     actions.push(`address add ${addrText(a)}`);
   }
   return actions;

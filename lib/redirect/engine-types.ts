@@ -74,4 +74,5 @@ export interface EngineOptions {
   nft?: NftSender;
 }
 
-export const famNo = (f: Family): 4 | 6 => (f === 'ipv4' ? 4 : 6);
+/** How the engines' action and drift lines name a family: `ipv4`, `ipv6`. */
+export const famText = (f: Family): string => `ipv${f}`;

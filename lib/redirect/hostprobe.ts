@@ -23,14 +23,14 @@ export function hostProbeRules(config: HostProbeConfig = {}): RuleModel {
   if (config === null || typeof config !== 'object') throw new TypeError('host probe config must be an object');
   const ipv6 = checkBool(config.ipv6, 'ipv6') ?? false;
   const snat = {
-    ipv4: checkAddress(config.snatIp ?? DEFAULT_HOST_PROBE_SNAT_IP, 'ipv4', 'snatIp'),
-    ipv6: checkAddress(config.snatIpv6 ?? DEFAULT_HOST_PROBE_SNAT_IPV6, 'ipv6', 'snatIpv6'),
+    4: checkAddress(config.snatIp ?? DEFAULT_HOST_PROBE_SNAT_IP, 4, 'snatIp'),
+    6: checkAddress(config.snatIpv6 ?? DEFAULT_HOST_PROBE_SNAT_IPV6, 6, 'snatIpv6'),
   };
   const kubeletUid = config.kubeletUid === undefined ? undefined : Number(checkId(config.kubeletUid, 'kubeletUid'));
   const base = config.ipsetName ?? PROBE_IPSET;
   if (typeof base !== 'string' || !/^[A-Za-z0-9_.:-]{1,28}$/.test(base)) throw new TypeError(`ipsetName: ${JSON.stringify(base)} is not a valid set name`);
 
-  const families: Family[] = ipv6 ? ['ipv4', 'ipv6'] : ['ipv4'];
+  const families: Family[] = ipv6 ? [4, 6] : [4];
   const rules: Rule[] = [{ table: 'nat', chain: 'POSTROUTING', family: 'any', insert: 1, matches: [], target: { kind: 'jump', chain: 'ISTIO_POSTRT' } }];
   for (const fam of families) {
     rules.push({
@@ -38,7 +38,7 @@ export function hostProbeRules(config: HostProbeConfig = {}): RuleModel {
       matches: [
         kubeletUid === undefined ? { kind: 'local-socket' } : { kind: 'local-socket', nftUid: kubeletUid },
         { kind: 'proto', proto: 'tcp' },
-        { kind: 'set', dir: 'dst', name: `${base}-${fam === 'ipv4' ? 'v4' : 'v6'}` },
+        { kind: 'set', dir: 'dst', name: `${base}-v${fam}` },
       ],
       target: { kind: 'snat', to: snat[fam] },
       nft: { order: [1, 0, 2] },

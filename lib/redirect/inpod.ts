@@ -42,16 +42,16 @@ export function resolveInpodConfig(cfg: InpodConfig = {}): ResolvedInpodConfig {
     dnsCapture: checkBool(cfg.dnsCapture, 'dnsCapture') ?? true,
     ingressBypass: checkBool(cfg.ingressBypass, 'ingressBypass') ?? false,
     virtualInterfaces: checkInterfaces(cfg.virtualInterfaces, 'virtualInterfaces'),
-    snatIp: checkAddress(cfg.snatIp ?? DEFAULT_HOST_PROBE_SNAT_IP, 'ipv4', 'snatIp'),
-    snatIpv6: checkAddress(cfg.snatIpv6 ?? DEFAULT_HOST_PROBE_SNAT_IPV6, 'ipv6', 'snatIpv6'),
+    snatIp: checkAddress(cfg.snatIp ?? DEFAULT_HOST_PROBE_SNAT_IP, 4, 'snatIp'),
+    snatIpv6: checkAddress(cfg.snatIpv6 ?? DEFAULT_HOST_PROBE_SNAT_IPV6, 6, 'snatIpv6'),
   };
 }
 
-const LOOPBACK = { ipv4: '127.0.0.1/32', ipv6: '::1/128' } as const;
+const LOOPBACK = { 4: '127.0.0.1/32', 6: '::1/128' } as const;
 
 export function inpodRules(config: InpodConfig = {}): RuleModel {
   const cfg = resolveInpodConfig(config);
-  const families: Family[] = cfg.ipv6 ? ['ipv4', 'ipv6'] : ['ipv4'];
+  const families: Family[] = cfg.ipv6 ? [4, 6] : [4];
   const rules: Rule[] = [];
   const add = (table: TableName, chain: string, matches: Match[], target: Target, extra: Partial<Rule> = {}) => {
     rules.push({ table, chain, family: 'any', matches, target, ...extra });
@@ -63,7 +63,7 @@ export function inpodRules(config: InpodConfig = {}): RuleModel {
   const jump = (chain: string): Target => ({ kind: 'jump', chain });
   const noCounter = { nft: { counter: false } };
   const notZtunnel: Match = { kind: 'mark', value: INPOD_MARK, mask: INPOD_MASK, not: true, hex: true };
-  const snat = { ipv4: cfg.snatIp, ipv6: cfg.snatIpv6 };
+  const snat = { 4: cfg.snatIp, 6: cfg.snatIpv6 };
 
   // Hooks into our chains.
   add('mangle', 'PREROUTING', [], jump('ISTIO_PRERT'), noCounter);
@@ -107,7 +107,7 @@ export function inpodRules(config: InpodConfig = {}): RuleModel {
         { kind: 'addr', dir: 'dst', cidr: a, not: true }, { kind: 'proto', proto: 'tcp' },
         { kind: 'port', dir: 'dst', proto: 'tcp', ports: [ZTUNNEL_INBOUND_PORT], not: true },
         // Istio's v4 text has a double space here; its v6 twin does not.
-        { ...notZtunnel, nft: fam === 'ipv4' ? 'wide' : 'mark' },
+        { ...notZtunnel, nft: fam === 4 ? 'wide' : 'mark' },
       ],
     }));
   }
@@ -157,7 +157,7 @@ export function inpodRules(config: InpodConfig = {}): RuleModel {
     tables: inpodTables(),
     rules,
     routes: families.map((family) => ({
-      family, type: 'local', dst: family === 'ipv4' ? '0.0.0.0/0' : '::/0', dev: 'lo', table: ROUTE_TABLE_INBOUND, scope: 'host',
+      family, type: 'local', dst: family === 4 ? '0.0.0.0/0' : '::/0', dev: 'lo', table: ROUTE_TABLE_INBOUND, scope: 'host',
     })),
     policyRules: families.map((family) => ({
       family, fwmark: INPOD_TPROXY_MARK, fwmask: INPOD_TPROXY_MASK, table: ROUTE_TABLE_INBOUND, priority: INPOD_RULE_PRIORITY,

@@ -5,7 +5,9 @@
 // the kernel treats identically, so the rendered text is byte-identical to
 // what Istio writes for the same configuration.
 
-export type Family = 'ipv4' | 'ipv6';
+import type { Family } from '../net/ip.js';
+
+export type { Family };
 /** `any` = the rule has no address of either family and exists in both. */
 export type RuleFamily = Family | 'any';
 export type TableName = 'filter' | 'mangle' | 'nat' | 'raw';
@@ -142,7 +144,7 @@ export type RuleSetKind = 'inpod' | 'hostprobe' | 'sidecar';
 
 export interface RuleModel {
   kind: RuleSetKind;
-  /** ipv4 always; ipv6 when the configuration enables it. */
+  /** 4 always; 6 when the configuration enables it. */
   families: Family[];
   /** nft emission order (Istio: nat, mangle, raw). */
   tables: TableDef[];

@@ -42,12 +42,11 @@ export function iptablesReference(text: string, family: Family, mode: IptablesMo
     hit = withScratchNetns(async (ns) => {
       if (ipsets.length > 0) {
         const nl = await ns.netlink();
-        for (const name of ipsets) await nl.ipset.create(name, { type: 'hash:ip', family: family === 'ipv4' ? 4 : 6, comment: true });
+        for (const name of ipsets) await nl.ipset.create(name, { type: 'hash:ip', family, comment: true });
       }
-      const fam = family === 'ipv4' ? 4 : 6;
       const m = mode ? { mode } : {};
-      await iptables.restore(ns, text, { family: fam, noflush: true, ...m });
-      return parseSave(await iptables.saveText(ns, { family: fam, ...m }));
+      await iptables.restore(ns, text, { family, noflush: true, ...m });
+      return parseSave(await iptables.saveText(ns, { family, ...m }));
     });
     iptCache.set(key, hit);
     hit.catch(() => iptCache.delete(key));
@@ -94,7 +93,7 @@ export function iptablesClone(model: RuleModel, mode: IptablesMode | undefined):
     hit = withScratchNetns(async (ns) => {
       const m = mode ? { mode } : {};
       for (const [i, family] of model.families.entries()) {
-        await iptables.restore(ns, texts[i]!, { family: family === 'ipv4' ? 4 : 6, noflush: true, ...m });
+        await iptables.restore(ns, texts[i]!, { family, noflush: true, ...m });
       }
       return (await nftTableCount(ns)) === 0 ? undefined : captureNft(ns);
     });

@@ -56,7 +56,7 @@ export function iptablesRuleText(r: Rule): string {
 
 /** The restore input for `family` ('' when the model does not program that family). */
 export function toIptablesRestore(model: RuleModel, family: Family): string {
-  if (family !== 'ipv4' && family !== 'ipv6') throw new TypeError(`family must be 'ipv4' or 'ipv6', got ${JSON.stringify(family)}`);
+  if (family !== 4 && family !== 6) throw new TypeError(`family must be 4 or 6, got ${JSON.stringify(family)}`);
   const rules = rulesOf(model, family);
   const lines = new Map<string, string[]>();
   const declared = new Set<string>();

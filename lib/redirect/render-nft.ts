@@ -12,9 +12,9 @@ const num = (n: number, asHex?: boolean) => (asHex ? hex(n) : String(n));
 const neq = (not?: boolean) => (not ? '!= ' : '');
 
 function ipKw(rule: Rule, hint?: string): 'ip' | 'ip6' {
-  if (rule.family === 'ipv4') return 'ip';
-  if (rule.family === 'ipv6') return 'ip6';
-  if (hint !== undefined) return cidrFamily(hint) === 'ipv4' ? 'ip' : 'ip6';
+  if (rule.family === 4) return 'ip';
+  if (rule.family === 6) return 'ip6';
+  if (hint !== undefined) return cidrFamily(hint) === 4 ? 'ip' : 'ip6';
   throw new TypeError(`nft: rule in ${rule.chain} needs a family for its address match`);
 }
 

@@ -86,7 +86,7 @@ export function resolveSidecarConfig(cfg: SidecarConfig = {}): ResolvedSidecarCo
   }
   const lb = checkCidr(cfg.hostIpv4LoopbackCidr ?? '127.0.0.1/32', 'hostIpv4LoopbackCidr');
   const [lbAddr, lbLen] = lb.split('/');
-  if (cidrFamily(lb) !== 'ipv4' || !isLoopbackCidr(lb)) throw new TypeError(`hostIpv4LoopbackCidr: ${lb} is not an IPv4 loopback CIDR`);
+  if (cidrFamily(lb) !== 4 || !isLoopbackCidr(lb)) throw new TypeError(`hostIpv4LoopbackCidr: ${lb} is not an IPv4 loopback CIDR`);
   if (Number(lbLen) < 8) throw new RangeError(`hostIpv4LoopbackCidr: mask of ${lb} must be 8-32`);
   return {
     ipv6: checkBool(cfg.ipv6, 'ipv6') ?? false,
@@ -111,7 +111,7 @@ export function resolveSidecarConfig(cfg: SidecarConfig = {}): ResolvedSidecarCo
 export function sidecarRules(config: SidecarConfig = {}): RuleModel {
   const c = resolveSidecarConfig(config);
   const tproxy = c.mode === 'TPROXY';
-  const families: Family[] = c.ipv6 ? ['ipv4', 'ipv6'] : ['ipv4'];
+  const families: Family[] = c.ipv6 ? [4, 6] : [4];
   const rules: Rule[] = [];
   const push = (family: Rule['family'], table: TableName, chain: string, matches: Match[], target: Target, insert?: number) => {
     if (family !== 'any' && !families.includes(family)) return;
@@ -119,8 +119,8 @@ export function sidecarRules(config: SidecarConfig = {}): RuleModel {
   };
   const add = (table: TableName, chain: string, matches: Match[], target: Target) => push('any', table, chain, matches, target);
   const perFamily = (v4: string, v6: string, build: (addr: string) => [TableName, string, Match[], Target]) => {
-    push('ipv4', ...build(v4));
-    push('ipv6', ...build(v6));
+    push(4, ...build(v4));
+    push(6, ...build(v6));
   };
   const jump = (chain: string): Target => ({ kind: 'jump', chain });
   const RETURN: Target = { kind: 'return' };
@@ -269,7 +269,7 @@ export function sidecarRules(config: SidecarConfig = {}): RuleModel {
     add('nat', 'ISTIO_OUTPUT', [], jump('ISTIO_REDIRECT'));
     for (const name of c.rerouteVirtualInterfaces) push('any', 'nat', 'PREROUTING', [iif(name)], jump('ISTIO_REDIRECT'), 1);
   } else {
-    for (const fam of ['ipv4', 'ipv6'] as const) {
+    for (const fam of [4, 6] as const) {
       for (const cidr of includeCidrs.filter((x) => cidrFamily(x) === fam)) {
         for (const name of c.rerouteVirtualInterfaces) push(fam, 'nat', 'PREROUTING', [iif(name), dst(cidr)], jump('ISTIO_REDIRECT'), 1);
         push(fam, 'nat', 'ISTIO_OUTPUT', [dst(cidr)], jump('ISTIO_REDIRECT'));
@@ -290,8 +290,8 @@ export function sidecarRules(config: SidecarConfig = {}): RuleModel {
     }
     add('mangle', 'OUTPUT', [tcp, { kind: 'connmark', value: SIDECAR_TPROXY_MARK }], { kind: 'connmark-restore' });
     push('any', 'mangle', 'ISTIO_INBOUND', [tcp, mark(SIDECAR_TPROXY_MARK)], RETURN, 1);
-    push('ipv4', 'mangle', 'ISTIO_INBOUND', [tcp, src('127.0.0.6/32'), iif('lo')], RETURN, 2);
-    push('ipv6', 'mangle', 'ISTIO_INBOUND', [tcp, src('::6/128'), iif('lo')], RETURN, 2);
+    push(4, 'mangle', 'ISTIO_INBOUND', [tcp, src('127.0.0.6/32'), iif('lo')], RETURN, 2);
+    push(6, 'mangle', 'ISTIO_INBOUND', [tcp, src('::6/128'), iif('lo')], RETURN, 2);
     push('any', 'mangle', 'ISTIO_INBOUND', [tcp, iif('lo'), mark(SIDECAR_OUTBOUND_MARK, true)], RETURN, 3);
   }
 
@@ -302,11 +302,11 @@ export function sidecarRules(config: SidecarConfig = {}): RuleModel {
     rules,
     routes: tproxy
       ? families.map((family) => ({
-        family, type: 'local', dst: family === 'ipv4' ? '0.0.0.0/0' : '::/0', dev: 'lo', table: SIDECAR_TPROXY_ROUTE_TABLE, scope: 'host',
+        family, type: 'local', dst: family === 4 ? '0.0.0.0/0' : '::/0', dev: 'lo', table: SIDECAR_TPROXY_ROUTE_TABLE, scope: 'host',
       }))
       : [],
     policyRules: tproxy ? families.map((family) => ({ family, fwmark: SIDECAR_TPROXY_MARK, table: SIDECAR_TPROXY_ROUTE_TABLE })) : [],
     // Source address of inbound passthrough on IPv6 (v4 has all of 127/8 on lo).
-    addresses: c.ipv6 ? [{ family: 'ipv6', address: '::6/128', dev: 'lo' }] : [],
+    addresses: c.ipv6 ? [{ family: 6, address: '::6/128', dev: 'lo' }] : [],
   };
 }

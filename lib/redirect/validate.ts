@@ -77,7 +77,7 @@ export function checkCidrSpec(v: unknown, what: string, wildcard: boolean): Cidr
   throw new TypeError(`${what} must be ${wildcard ? '"*" or ' : ''}a list of CIDRs, got ${JSON.stringify(v)}`);
 }
 
-export const cidrFamily = (cidr: string): Family => (cidr.includes(':') ? 'ipv6' : 'ipv4');
+export const cidrFamily = (cidr: string): Family => (cidr.includes(':') ? 6 : 4);
 
 /** Whether a CIDR's address is a loopback address (127/8, ::1), as Go's IsLoopback. */
 export function isLoopbackCidr(cidr: string): boolean {
@@ -95,7 +95,7 @@ export function checkAddress(v: unknown, family: Family, what: string): string {
   } catch {
     throw new TypeError(`${what}: ${JSON.stringify(v)} is not an IP address`);
   }
-  if ((ip.family === 4) !== (family === 'ipv4')) throw new TypeError(`${what}: ${v} is not an ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address`);
+  if (ip.family !== family) throw new TypeError(`${what}: ${v} is not an ${family === 4 ? 'IPv4' : 'IPv6'} address`);
   return formatIp(ip.bytes);
 }
 

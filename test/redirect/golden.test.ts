@@ -37,13 +37,13 @@ describe('in-pod rules match Istio byte for byte', () => {
 
   it('splits the dual-stack text into one restore input per family', () => {
     const model = inpodRules({ ipv6: true, snatIpv6: TEST_V6 });
-    const v4 = toIptablesRestore(model, 'ipv4');
-    const v6 = toIptablesRestore(model, 'ipv6');
+    const v4 = toIptablesRestore(model, 4);
+    const v6 = toIptablesRestore(model, 6);
     expect(v4 + v6).toBe(restoreOf(read('iptables/default_ipv6.golden')));
     expect(v4).toBe(restoreOf(read('iptables/default.golden')));
     expect(v4).not.toContain('::1/128');
     expect(v6).not.toContain('127.0.0.1');
-    expect(toIptablesRestore(inpodRules({ ipv6: false }), 'ipv6')).toBe('');
+    expect(toIptablesRestore(inpodRules({ ipv6: false }), 6)).toBe('');
   });
 });
 

@@ -34,7 +34,7 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ip6tables-restore'))('re
       const ns = await freshNetns();
       const m = make();
       for (const fam of m.families) {
-        const bin = fam === 'ipv4' ? 'iptables-restore' : 'ip6tables-restore';
+        const bin = fam === 4 ? 'iptables-restore' : 'ip6tables-restore';
         const r = await ns.spawn([bin, '--noflush'], { stdin: toIptablesRestore(m, fam), timeoutMs: 10_000 });
         expect(r.code, r.stderr).toBe(0);
       }

@@ -3,16 +3,16 @@
 import { describe, expect, it } from 'vitest';
 import {
   ANNOTATIONS, hostProbeRules, inpodConfigFromPod, inpodRules, iptablesRuleText, sidecarConfigFromPod, sidecarRules,
-  toIptablesRestore, toNft, type RuleModel,
+  toIptablesRestore, toNft, type Family, type RuleModel,
 } from '../../lib/redirect/index.js';
 
-const lines = (model: RuleModel, fam: 'ipv4' | 'ipv6') => toIptablesRestore(model, fam).split('\n');
+const lines = (model: RuleModel, fam: Family) => toIptablesRestore(model, fam).split('\n');
 const tables = (text: string) => text.split('\n').filter((l) => l.startsWith('* ')).map((l) => l.slice(2));
 
 describe('in-pod combinations', () => {
   it('dns off + ingress bypass + IPv6: no raw table, no inbound redirect, outbound kept in both families', () => {
     const m = inpodRules({ ipv6: true, dnsCapture: false, ingressBypass: true, snatIpv6: 'fd00::7' });
-    for (const fam of ['ipv4', 'ipv6'] as const) {
+    for (const fam of [4, 6] as const) {
       const text = toIptablesRestore(m, fam);
       expect(tables(text)).toEqual(['mangle', 'nat']);
       expect(text).not.toContain('--to-ports 15006');
@@ -22,7 +22,7 @@ describe('in-pod combinations', () => {
       // HBONE still needs the connmark (spec: ingress keeps rule 8).
       expect(text).toContain('-A ISTIO_PRERT -m mark --mark 0x539/0xfff -j CONNMARK --set-xmark 0x111/0xfff');
     }
-    expect(toIptablesRestore(m, 'ipv6')).toContain('-A ISTIO_OUTPUT -d fd00::7 -p tcp -m tcp -j ACCEPT');
+    expect(toIptablesRestore(m, 6)).toContain('-A ISTIO_OUTPUT -d fd00::7 -p tcp -m tcp -j ACCEPT');
     const nft = toNft(m);
     expect(nft).not.toContain('istio-ambient-raw');
     expect(nft).toContain('add rule inet istio-ambient-nat istio-output meta l4proto tcp ip6 daddr != ::1/128 mark and 0xfff != 0x539 counter redirect to :15001');
@@ -31,7 +31,7 @@ describe('in-pod combinations', () => {
 
   it('ingress bypass + virtual interfaces keeps the interface reroute and the prerouting chain', () => {
     const m = inpodRules({ dnsCapture: false, ingressBypass: true, virtualInterfaces: ['kv0'] });
-    const all = lines(m, 'ipv4');
+    const all = lines(m, 4);
     const nat = all.slice(all.indexOf('* nat'));
     expect(nat).toContain('-A ISTIO_PRERT -i kv0 -p tcp -j REDIRECT --to-ports 15001');
     expect(nat).toContain('-A ISTIO_PRERT -i kv0 -p tcp -j RETURN');
@@ -50,12 +50,12 @@ describe('in-pod combinations', () => {
   });
 
   it('carries the routes and policy rules per family', () => {
-    expect(inpodRules({}).routes).toEqual([{ family: 'ipv4', type: 'local', dst: '0.0.0.0/0', dev: 'lo', table: 100, scope: 'host' }]);
+    expect(inpodRules({}).routes).toEqual([{ family: 4, type: 'local', dst: '0.0.0.0/0', dev: 'lo', table: 100, scope: 'host' }]);
     const m = inpodRules({ ipv6: true });
     expect(m.routes.map((r) => r.dst)).toEqual(['0.0.0.0/0', '::/0']);
     expect(m.policyRules).toEqual([
-      { family: 'ipv4', fwmark: 0x111, fwmask: 0xfff, table: 100, priority: 32764 },
-      { family: 'ipv6', fwmark: 0x111, fwmask: 0xfff, table: 100, priority: 32764 },
+      { family: 4, fwmark: 0x111, fwmask: 0xfff, table: 100, priority: 32764 },
+      { family: 6, fwmark: 0x111, fwmask: 0xfff, table: 100, priority: 32764 },
     ]);
   });
 
@@ -72,7 +72,7 @@ describe('in-pod combinations', () => {
 describe('host probe', () => {
   it('nft needs the kubelet UID; iptables uses --socket-exists', () => {
     expect(() => toNft(hostProbeRules({}))).toThrow(TypeError);
-    expect(toIptablesRestore(hostProbeRules({ snatIp: '169.254.9.9', ipsetName: 'probes' }), 'ipv4'))
+    expect(toIptablesRestore(hostProbeRules({ snatIp: '169.254.9.9', ipsetName: 'probes' }), 4))
       .toContain('-m owner --socket-exists -p tcp -m set --match-set probes-v4 dst -j SNAT --to-source 169.254.9.9');
     expect(() => hostProbeRules({ kubeletUid: -1 })).toThrow(RangeError);
   });
@@ -81,8 +81,8 @@ describe('host probe', () => {
 describe('sidecar combinations', () => {
   it('IPv6 splits exclusions by family and uses ::6 / ::1', () => {
     const m = sidecarRules({ ipv6: true, excludeOutboundCidrs: ['10.0.0.0/8', 'fd00::/8'], includeOutboundCidrs: ['192.168.0.0/16'] });
-    const v4 = lines(m, 'ipv4');
-    const v6 = lines(m, 'ipv6');
+    const v4 = lines(m, 4);
+    const v6 = lines(m, 6);
     expect(v4).toContain('-A ISTIO_OUTPUT -d 10.0.0.0/8 -j RETURN');
     expect(v4).not.toContain('-A ISTIO_OUTPUT -d fd00::/8 -j RETURN');
     expect(v6).toContain('-A ISTIO_OUTPUT -d fd00::/8 -j RETURN');
@@ -91,20 +91,20 @@ describe('sidecar combinations', () => {
     // Only an IPv4 CIDR is included: IPv6 outbound is not redirected at all.
     expect(v4).toContain('-A ISTIO_OUTPUT -d 192.168.0.0/16 -j ISTIO_REDIRECT');
     expect(v6.some((l) => l.startsWith('-A ISTIO_OUTPUT') && l.endsWith('-j ISTIO_REDIRECT'))).toBe(false);
-    expect(m.addresses).toEqual([{ family: 'ipv6', address: '::6/128', dev: 'lo' }]);
+    expect(m.addresses).toEqual([{ family: 6, address: '::6/128', dev: 'lo' }]);
   });
 
   it('TPROXY programs mangle, the 133 table and fwmark rule; REDIRECT does not', () => {
     const t = sidecarRules({ mode: 'TPROXY', ipv6: true });
     expect(t.policyRules).toEqual([
-      { family: 'ipv4', fwmark: 1337, table: 133 }, { family: 'ipv6', fwmark: 1337, table: 133 },
+      { family: 4, fwmark: 1337, table: 133 }, { family: 6, fwmark: 1337, table: 133 },
     ]);
     expect(t.routes.map((r) => `${r.dst}@${r.table}`)).toEqual(['0.0.0.0/0@133', '::/0@133']);
-    expect(lines(t, 'ipv6')).toContain('-I ISTIO_INBOUND 2 -p tcp -s ::6/128 -i lo -j RETURN');
+    expect(lines(t, 6)).toContain('-I ISTIO_INBOUND 2 -p tcp -s ::6/128 -i lo -j RETURN');
     const r = sidecarRules({});
     expect(r.routes).toEqual([]);
     expect(r.policyRules).toEqual([]);
-    expect(tables(toIptablesRestore(r, 'ipv4'))).toEqual(['nat']);
+    expect(tables(toIptablesRestore(r, 4))).toEqual(['nat']);
   });
 
   it('excluded interfaces, virtual interfaces, invalid drop, custom owner and port lists', () => {
@@ -112,7 +112,7 @@ describe('sidecar combinations', () => {
       excludeInterfaces: ['eth9'], rerouteVirtualInterfaces: ['kv0'], invalidDrop: true, proxyUid: 1000, proxyGid: 2000,
       includeOutboundPorts: [8080], excludeInboundPorts: [22], ownerGroupsExclude: ['99'],
     });
-    const l = lines(m, 'ipv4');
+    const l = lines(m, 4);
     expect(l).toContain('-A PREROUTING -i eth9 -j RETURN');
     expect(l).toContain('-A OUTPUT -o eth9 -j RETURN');
     expect(l).toContain('-I PREROUTING 1 -i kv0 -j RETURN');
@@ -125,20 +125,20 @@ describe('sidecar combinations', () => {
     expect(l).toContain('-A ISTIO_OUTPUT -p tcp --dport 8080 -j ISTIO_REDIRECT');
     expect(l).toContain('-A ISTIO_INBOUND -p tcp --dport 22 -j RETURN');
     // An invalid-drop jump lands in mangle, whose chain is declared.
-    expect(toIptablesRestore(m, 'ipv4')).toMatch(/\* mangle\n-N ISTIO_DROP\n/);
+    expect(toIptablesRestore(m, 4)).toMatch(/\* mangle\n-N ISTIO_DROP\n/);
     // nft: the interface inserts become `insert … index 0` once the chain has rules.
     expect(toNft(m)).toContain('insert rule inet istio-proxy-nat prerouting index 0 iifname kv0 counter jump istio-redirect');
   });
 
   it('owner-group include list becomes one rule of negated matches', () => {
-    const l = lines(sidecarRules({ ownerGroupsInclude: ['10', 'app'] }), 'ipv4');
+    const l = lines(sidecarRules({ ownerGroupsInclude: ['10', 'app'] }), 4);
     expect(l).toContain('-A ISTIO_OUTPUT -m owner ! --gid-owner 10 -m owner ! --gid-owner app -j RETURN');
     expect(() => sidecarRules({ ownerGroupsInclude: Array.from({ length: 65 }, (_, i) => String(i)) })).toThrow(RangeError);
   });
 
   it('"*" exclusions mean all ports (Istio would write --dport *)', () => {
     const m = sidecarRules({ excludeInboundPorts: '*', excludeOutboundPorts: '*' });
-    const text = toIptablesRestore(m, 'ipv4');
+    const text = toIptablesRestore(m, 4);
     expect(text).not.toContain('*,');
     expect(text).not.toContain('--dport *');
     expect(text).not.toContain('-j ISTIO_INBOUND');
@@ -166,7 +166,7 @@ describe('configuration from the pod', () => {
     expect(inpodConfigFromPod({ annotations: { [ANNOTATIONS.rerouteVirtualInterfaces]: ' a0 , ,b1,' } }).virtualInterfaces).toEqual(['a0', 'b1']);
     // global on, pod off: no raw table (upstream's dns_pod_disabled_and_on_globally case)
     const off = inpodRules(inpodConfigFromPod({ dnsCaptureGlobal: true, annotations: { [ANNOTATIONS.dnsCapture]: 'false' } }));
-    expect(tables(toIptablesRestore(off, 'ipv4'))).toEqual(['mangle', 'nat']);
+    expect(tables(toIptablesRestore(off, 4))).toEqual(['mangle', 'nat']);
   });
 
   it('sidecar: annotations, proxy ids and env as the CNI plugin reads them', () => {
