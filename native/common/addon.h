@@ -3,6 +3,7 @@
 // down by the env cleanup hook.
 #pragma once
 #include <napi.h>
+#include <sys/eventfd.h>
 #include <sys/types.h>
 
 #include <memory>
@@ -10,19 +11,28 @@
 #include <set>
 
 #include "error_info.h"
+#include "fd.h"
 #include "jobs.h"
 
 namespace podwire {
 
 struct Addon {
-  explicit Addon(napi_env env) : jobs(env) {}
+  explicit Addon(napi_env env) : jobs(env), cancelFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
   Napi::FunctionReference netError;  // the TS NetError class, set by init()
   Napi::FunctionReference nlSocketCtor;
   JobRunner jobs;
 
-  // Children spawned by job threads; killed if the env goes away first so
-  // that the job threads can be joined.
+  // Written once by KillChildren and never read, so it stays readable: every
+  // spawn polls it and stops waiting (killing its process group) at once
+  // when the env goes away. Outlives the job threads (they are joined in the
+  // cleanup hook; the Addon is deleted after it). Invalid if eventfd failed.
+  UniqueFd cancelFd;
+
+  // Children (process-group leaders) spawned by job threads; their groups
+  // are killed if the env goes away first so that the job threads can be
+  // joined. A pid leaves the set before it is reaped, so the group id is
+  // never a reused pid.
   std::mutex childMu;
   std::set<pid_t> children;
   bool closing = false;  // under childMu: set by KillChildren; a child registered later is killed at once

@@ -2,6 +2,8 @@
 
 #include "thread_state.h"
 
+#include <algorithm>
+
 namespace podwire {
 
 JobRunner::JobRunner(napi_env env) : env_(env), ctx_(Napi::Env(env), "podwire"), async_(new uv_async_t) {
@@ -18,13 +20,9 @@ void JobRunner::Run(Work work, Done done, bool dedicated) {
   if (pending_++ == 0) uv_ref(reinterpret_cast<uv_handle_t*>(async_));
   std::lock_guard<std::mutex> lock(mu_);
   if (dedicated) {
-    uint64_t id = nextId_++;
-    threads_.emplace(id, std::thread([this, id, work = std::move(work), done = std::move(done)]() mutable {
-      work();
-      Finish(std::move(done));
-      std::lock_guard<std::mutex> l(mu_);
-      exited_.push_back(id);
-    }));
+    Job job{std::move(work), std::move(done)};
+    if (dedicated_ < kMaxDedicated) StartDedicated(std::move(job));
+    else dedicatedQueue_.push_back(std::move(job));
     return;
   }
   queue_.push_back({std::move(work), std::move(done)});
@@ -35,6 +33,42 @@ void JobRunner::Run(Work work, Done done, bool dedicated) {
   } else {
     cv_.notify_one();
   }
+}
+
+void JobRunner::StartDedicated(Job job) {
+  uint64_t id = nextId_++;
+  ++dedicated_;
+  dedicatedPeak_ = std::max(dedicatedPeak_, dedicated_);
+  threads_.emplace(id, std::thread(&JobRunner::DedicatedLoop, this, id, std::move(job)));
+}
+
+// Runs `first`, then queued long jobs while there are any: the thread is
+// reused (saving a thread start) unless it is poisoned.
+void JobRunner::DedicatedLoop(uint64_t id, Job first) {
+  Job job = std::move(first);
+  for (;;) {
+    job.work();
+    Finish(std::move(job.done));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || dedicatedQueue_.empty() || ThreadPoisoned()) {
+      --dedicated_;
+      exited_.push_back(id);
+      // A poisoned thread hands the next long job to a fresh thread.
+      if (!stopping_ && !dedicatedQueue_.empty()) {
+        Job next = std::move(dedicatedQueue_.front());
+        dedicatedQueue_.pop_front();
+        StartDedicated(std::move(next));
+      }
+      return;
+    }
+    job = std::move(dedicatedQueue_.front());
+    dedicatedQueue_.pop_front();
+  }
+}
+
+JobRunner::Counts JobRunner::counts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {workers_, dedicated_, dedicatedQueue_.size(), dedicatedPeak_};
 }
 
 void JobRunner::WorkerLoop(uint64_t id) {
@@ -109,6 +143,7 @@ void JobRunner::Shutdown() {
     shuttingDown_ = true;
     stopping_ = true;
     queue_.clear();
+    dedicatedQueue_.clear();
     cv_.notify_all();
   }
   // Workers exit at their next wait; dedicated threads when their job ends

@@ -6,7 +6,9 @@
 // job that could not switch its thread back to the original netns marks the
 // thread poisoned (thread_state.h) and the worker ends after that job — a
 // poisoned thread is never reused. Long jobs (waiting for a spawned child)
-// get a dedicated thread of their own so they never hold up the pool. The
+// get a dedicated thread of their own so they never hold up the pool; at
+// most kMaxDedicated of those run at once, further long jobs wait in a FIFO
+// and run on a dedicated thread as soon as one is free. The
 // libuv pool is never used for any of this (it is shared with fs, dns and
 // crypto, and its threads must stay in the process's netns).
 //
@@ -36,6 +38,8 @@ class JobRunner {
 
   /** At most this many pooled workers; more short jobs wait in the queue. */
   static constexpr size_t kMaxWorkers = 4;
+  /** At most this many dedicated (long-job) threads; more long jobs queue, FIFO. */
+  static constexpr size_t kMaxDedicated = 16;
 
   explicit JobRunner(napi_env env);
   ~JobRunner();
@@ -53,6 +57,14 @@ class JobRunner {
 
   size_t pending() const { return pending_; }
 
+  struct Counts {
+    size_t workers;           // pooled worker threads alive
+    size_t dedicated;         // dedicated threads running a long job
+    size_t dedicatedQueued;   // long jobs waiting for a dedicated thread
+    size_t dedicatedPeak;     // most dedicated threads at once so far
+  };
+  Counts counts();
+
   // The async context every completion (and every uv_poll callback of the
   // addon) runs in: opening a CallbackScope on it makes Node drain the
   // microtask queue afterwards, so resolved promises continue at once.
@@ -66,6 +78,8 @@ class JobRunner {
   static void OnAsync(uv_async_t* handle);
   void Drain();
   void WorkerLoop(uint64_t id);
+  void DedicatedLoop(uint64_t id, Job first);
+  void StartDedicated(Job job);  // under mu_
   void Finish(Done done);  // job thread: queue the completion, wake the loop
 
   napi_env env_;
@@ -80,6 +94,9 @@ class JobRunner {
   std::vector<Done> finished_;
   std::unordered_map<uint64_t, std::thread> threads_;  // workers and dedicated threads
   std::vector<uint64_t> exited_;  // threads that returned and can be joined
+  std::deque<Job> dedicatedQueue_;  // long jobs waiting for a dedicated thread
+  size_t dedicated_ = 0;
+  size_t dedicatedPeak_ = 0;
   size_t workers_ = 0;
   size_t idle_ = 0;
   uint64_t nextId_ = 1;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "../common/addon.h"
+#include "../common/args.h"
 #include "../nl/nl_socket.h"
 #include "netns_ops.h"
 
@@ -44,7 +45,7 @@ Napi::Value NsOpen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   netns::NsId id;
   ErrorInfo err;
-  UniqueFd fd = netns::OpenNetns(info[0].As<Napi::String>().Utf8Value(), &id, &err);
+  UniqueFd fd = netns::OpenNetns(StringArg(env, info[0], "netns path"), &id, &err);
   if (!fd.valid()) throw MakeNetError(env, err);
   Napi::Object o = IdObject(env, id);
   o.Set("fd", Napi::Number::New(env, fd.release()));  // ownership passes to the TS Netns
@@ -68,7 +69,8 @@ Napi::Value NsCreate(const Napi::CallbackInfo& info) {
   struct S {
     std::string dir, name;
   };
-  auto st = std::make_shared<S>(S{info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value()});
+  Napi::Env env = info.Env();
+  auto st = std::make_shared<S>(S{StringArg(env, info[0], "netns dir"), StringArg(env, info[1], "netns name")});
   return RunJob<S>(
       info.Env(), st,
       [](S& s) {
@@ -101,7 +103,7 @@ Napi::Value NsCreateAnonymous(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value NsRemove(const Napi::CallbackInfo& info) {
-  ErrorInfo err = netns::RemoveNetns(info[0].As<Napi::String>().Utf8Value());
+  ErrorInfo err = netns::RemoveNetns(StringArg(info.Env(), info[0], "netns path"));
   if (err.failed()) throw MakeNetError(info.Env(), err);
   return info.Env().Undefined();
 }
@@ -109,40 +111,40 @@ Napi::Value NsRemove(const Napi::CallbackInfo& info) {
 // sysctlSet(fd, path, value): /proc/sys/net resolves against the netns of
 // the writing *thread*, so this runs switched (reads go through readFiles).
 Napi::Value SysctlSet(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
   struct S {
-    int fd;
+    UniqueFd ns;  // our own dup: see NetnsFdArg
     std::string path, value;
   };
-  auto st = std::make_shared<S>(S{info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::String>().Utf8Value(),
-                                  info[2].As<Napi::String>().Utf8Value()});
+  auto st = std::make_shared<S>(S{NetnsFdArg(env, info[0]), StringArg(env, info[1], "sysctl path"),
+                                  StringArg(env, info[2], "sysctl value")});
   return RunJob<S>(
-      info.Env(), st,
+      env, st,
       [](S& s) {
+        if (!s.ns.valid()) return netns::WriteFile(s.path, s.value);
         bool restored;
-        return netns::RunInNetns(s.fd, [&] { return netns::WriteFile(s.path, s.value); }, &restored);
+        return netns::RunInNetns(s.ns.get(), [&] { return netns::WriteFile(s.path, s.value); }, &restored);
       },
       [](Napi::Env env, S&) { return env.Undefined(); });
 }
 
-std::vector<std::string> Strings(const Napi::Array& a);
-
 // readFiles(fd, paths) → Promise<Array<string | null>>: several files read
 // inside the netns by one job thread (one switch); a missing file is null.
 Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
   struct S {
-    int fd;
+    UniqueFd ns;  // our own dup: see NetnsFdArg
     std::vector<std::string> paths;
     std::vector<std::string> out;
     std::vector<bool> missing;
   };
   auto st = std::make_shared<S>();
-  st->fd = info[0].As<Napi::Number>().Int32Value();
-  st->paths = Strings(info[1].As<Napi::Array>());
+  st->ns = NetnsFdArg(env, info[0]);
+  st->paths = StringArrayArg(env, info[1], "paths");
   return RunJob<S>(
-      info.Env(), st,
+      env, st,
       [](S& s) {
-        bool restored;
-        return netns::RunInNetns(s.fd, [&] {
+        auto read = [&] {
           for (const auto& p : s.paths) {
             std::string v;
             ErrorInfo e = netns::ReadFile(p, &v);
@@ -151,7 +153,10 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
             s.missing.push_back(e.failed());
           }
           return ErrorInfo{};
-        }, &restored);
+        };
+        if (!s.ns.valid()) return read();
+        bool restored;
+        return netns::RunInNetns(s.ns.get(), read, &restored);
       },
       [](Napi::Env env, S& s) -> Napi::Value {
         Napi::Array a = Napi::Array::New(env, s.out.size());
@@ -161,48 +166,45 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
       });
 }
 
-std::vector<std::string> Strings(const Napi::Array& a) {
-  std::vector<std::string> out;
-  for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(a.Get(i).As<Napi::String>().Utf8Value());
-  return out;
-}
-
 // spawn(fd, argv, env, cwd, stdin | null, timeoutMs) → Promise<result>
 Napi::Value Spawn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   struct S {
+    UniqueFd ns;  // our own dup: see NetnsFdArg
     netns::SpawnOptions opts;
     netns::SpawnResult result;
     Addon* addon;
   };
   auto st = std::make_shared<S>();
-  st->opts.nsFd = info[0].As<Napi::Number>().Int32Value();
-  st->opts.argv = Strings(info[1].As<Napi::Array>());
-  st->opts.env = Strings(info[2].As<Napi::Array>());
-  if (info[3].IsString()) st->opts.cwd = info[3].As<Napi::String>().Utf8Value();
+  st->ns = NetnsFdArg(env, info[0]);
+  st->opts.nsFd = st->ns.get();  // -1 when invalid: this netns
+  st->opts.argv = StringArrayArg(env, info[1], "argv");
+  st->opts.env = StringArrayArg(env, info[2], "env");
+  if (!info[3].IsUndefined() && !info[3].IsNull()) st->opts.cwd = StringArg(env, info[3], "cwd");
   if (info[4].IsBuffer()) {
     auto b = info[4].As<Napi::Buffer<char>>();
     st->opts.stdinData.assign(b.Data(), b.Length());
     st->opts.hasStdin = true;
   }
-  st->opts.timeoutMs = info[5].IsNumber() ? info[5].As<Napi::Number>().Int64Value() : 0;
+  st->opts.timeoutMs = TimeoutMsArg(env, info[5], "timeoutMs");
   st->addon = &Addon::Of(env);
+  st->opts.cancelFd = st->addon->cancelFd.get();
   return RunJob<S>(
       env, st,
       [](S& s) {
         bool restored;
-        pid_t child = -1;
-        ErrorInfo e = netns::Spawn(s.opts, &s.result, &restored, [&](pid_t pid) {
-          child = pid;
-          std::lock_guard<std::mutex> lock(s.addon->childMu);
-          s.addon->children.insert(pid);
-          if (s.addon->closing) kill(pid, SIGKILL);  // the env is going away: don't wait for it
-        });
-        if (child > 0) {
-          std::lock_guard<std::mutex> lock(s.addon->childMu);
-          s.addon->children.erase(child);
-        }
-        return e;
+        Addon* a = s.addon;
+        return netns::Spawn(
+            s.opts, &s.result, &restored,
+            [a](pid_t pid) {
+              std::lock_guard<std::mutex> lock(a->childMu);
+              a->children.insert(pid);
+              if (a->closing) kill(-pid, SIGKILL);  // the env is going away: don't wait for it
+            },
+            [a](pid_t pid) {  // before the reap: the pgid is still this child's
+              std::lock_guard<std::mutex> lock(a->childMu);
+              a->children.erase(pid);
+            });
       },
       [](Napi::Env env, S& s) {
         Napi::Object o = Napi::Object::New(env);
@@ -221,12 +223,12 @@ Napi::Value Spawn(const Napi::CallbackInfo& info) {
 // for its life and is used from the JS thread from then on.
 Napi::Value NlOpen(const Napi::CallbackInfo& info) {
   struct S {
-    int nsFd = -1;
+    UniqueFd ns;  // our own dup (invalid: this netns); see NetnsFdArg
     std::vector<int> protocols;
     std::vector<UniqueFd> fds;
   };
   auto st = std::make_shared<S>();
-  st->nsFd = info[0].As<Napi::Number>().Int32Value();
+  st->ns = NetnsFdArg(info.Env(), info[0]);
   auto arr = info[1].As<Napi::Array>();
   for (uint32_t i = 0; i < arr.Length(); ++i) st->protocols.push_back(arr.Get(i).As<Napi::Number>().Int32Value());
   return RunJob<S>(
@@ -241,9 +243,9 @@ Napi::Value NlOpen(const Napi::CallbackInfo& info) {
           }
           return {};
         };
-        if (s.nsFd < 0) return create();
+        if (!s.ns.valid()) return create();
         bool restored;
-        return netns::RunInNetns(s.nsFd, create, &restored);
+        return netns::RunInNetns(s.ns.get(), create, &restored);
       },
       [](Napi::Env env, S& s) -> Napi::Value {
         Napi::Function ctor = Addon::Of(env).nlSocketCtor.Value();
@@ -260,12 +262,13 @@ Napi::Value NlOpen(const Napi::CallbackInfo& info) {
 // adopts it, e.g. `new net.Socket({ fd })`).
 Napi::Value NsSocket(const Napi::CallbackInfo& info) {
   struct S {
-    int nsFd, domain, type, protocol;
+    UniqueFd ns;  // our own dup (invalid: this netns); see NetnsFdArg
+    int domain, type, protocol;
     uint32_t mark;
     UniqueFd fd;
   };
   auto st = std::make_shared<S>();
-  st->nsFd = info[0].As<Napi::Number>().Int32Value();
+  st->ns = NetnsFdArg(info.Env(), info[0]);
   st->domain = info[1].As<Napi::Number>().Int32Value();
   st->type = info[2].As<Napi::Number>().Int32Value();
   st->protocol = info[3].As<Napi::Number>().Int32Value();
@@ -283,9 +286,9 @@ Napi::Value NsSocket(const Napi::CallbackInfo& info) {
           }
           return {};
         };
-        if (s.nsFd < 0) return make();
+        if (!s.ns.valid()) return make();
         bool restored;
-        return netns::RunInNetns(s.nsFd, make, &restored);
+        return netns::RunInNetns(s.ns.get(), make, &restored);
       },
       [](Napi::Env env, S& s) -> Napi::Value { return Napi::Number::New(env, s.fd.release()); });
 }
@@ -295,6 +298,12 @@ Napi::Value Counters(const Napi::CallbackInfo& info) {
   Addon& a = Addon::Of(env);
   Napi::Object o = Napi::Object::New(env);
   o.Set("jobsPending", Napi::Number::New(env, static_cast<double>(a.jobs.pending())));
+  JobRunner::Counts c = a.jobs.counts();
+  o.Set("workers", Napi::Number::New(env, static_cast<double>(c.workers)));
+  o.Set("dedicatedThreads", Napi::Number::New(env, static_cast<double>(c.dedicated)));
+  o.Set("dedicatedQueued", Napi::Number::New(env, static_cast<double>(c.dedicatedQueued)));
+  o.Set("dedicatedPeak", Napi::Number::New(env, static_cast<double>(c.dedicatedPeak)));
+  o.Set("dedicatedMax", Napi::Number::New(env, static_cast<double>(JobRunner::kMaxDedicated)));
   std::lock_guard<std::mutex> lock(a.childMu);
   o.Set("children", Napi::Number::New(env, static_cast<double>(a.children.size())));
   return o;
@@ -305,7 +314,15 @@ Napi::Value Counters(const Napi::CallbackInfo& info) {
 void KillChildren(Addon& addon) {
   std::lock_guard<std::mutex> lock(addon.childMu);
   addon.closing = true;
-  for (pid_t pid : addon.children) kill(pid, SIGKILL);
+  // Wake every spawn waiting in poll (it kills its own group and returns).
+  if (addon.cancelFd.valid()) {
+    uint64_t one = 1;
+    if (write(addon.cancelFd.get(), &one, sizeof one) < 0) {
+      // EAGAIN only if the counter is saturated: it is readable either way.
+    }
+  }
+  // Each pid is an unreaped group leader (see Addon::children): the group id is ours.
+  for (pid_t pid : addon.children) kill(-pid, SIGKILL);
 }
 
 void RegisterNetns(Napi::Env env, Napi::Object exports) {

@@ -13,11 +13,14 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #ifndef NSFS_MAGIC
@@ -49,6 +52,31 @@ bool StatNetns(int fd, NsId* id, ErrorInfo* err) {
   id->dev = st.st_dev;
   id->ino = st.st_ino;
   return true;
+}
+
+namespace {
+bool IsNetnsFd(int fd) {
+  struct statfs sfs;
+  return fstatfs(fd, &sfs) == 0 && static_cast<unsigned long>(sfs.f_type) == NSFS_MAGIC &&
+         ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET;
+}
+}  // namespace
+
+UniqueFd DupNetnsFd(int fd, ErrorInfo* err) {
+  if (fd < 0) {
+    *err = ErrorInfo::Errno(EBADF, "netns-fd", "netns fd " + std::to_string(fd) + " is not a file descriptor");
+    return {};
+  }
+  UniqueFd dup(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+  if (!dup.valid()) {
+    *err = Fail("netns-fd", "dup netns fd " + std::to_string(fd));
+    return {};
+  }
+  if (!IsNetnsFd(dup.get())) {
+    *err = ErrorInfo::Errno(EBADF, "netns-fd", "fd " + std::to_string(fd) + " is not a network namespace");
+    return {};
+  }
+  return dup;
 }
 
 UniqueFd OpenNetns(const std::string& path, NsId* id, ErrorInfo* err) {
@@ -235,7 +263,10 @@ ErrorInfo DoSpawn(const SpawnOptions& opts, Pipes* p, pid_t* pid) {
   sigemptyset(&none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  // Its own process group (pgid = its pid), so a timeout or teardown can
+  // kill the grandchildren too: kill(-pid).
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   auto argv = CStrings(opts.argv);
   auto envp = CStrings(opts.env);
   int rc = posix_spawn(pid, opts.argv[0].c_str(), &fa, &attr, argv.data(), envp.data());
@@ -247,8 +278,35 @@ ErrorInfo DoSpawn(const SpawnOptions& opts, Pipes* p, pid_t* pid) {
 
 }  // namespace
 
+namespace {
+
+// Reads what is in a non-blocking pipe right now (FIONREAD bytes; stops
+// early at EAGAIN or EOF), then closes it. Bounded, so a grandchild that
+// keeps writing cannot keep us here.
+void DrainAndClose(UniqueFd* fd, std::string* sink, char* buf, size_t size) {
+  int avail = 0;
+  if (fd->valid() && ioctl(fd->get(), FIONREAD, &avail) != 0) avail = 0;
+  size_t left = static_cast<size_t>(std::max(avail, 0));
+  while (fd->valid() && left > 0) {
+    ssize_t r = read(fd->get(), buf, std::min(size, left));
+    if (r > 0) {
+      sink->append(buf, static_cast<size_t>(r));
+      left -= static_cast<size_t>(r);
+    } else if (r < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EOF, EAGAIN or an error
+    }
+  }
+  fd->reset();
+}
+
+int PollWait(int64_t leftMs) { return static_cast<int>(std::clamp<int64_t>(leftMs, 0, INT_MAX)); }
+
+}  // namespace
+
 ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
-                std::function<void(pid_t)> onPid) {
+                std::function<void(pid_t)> onPid, std::function<void(pid_t)> beforeReap) {
   *restored = true;
   if (opts.argv.empty()) return ErrorInfo::Errno(EINVAL, "spawn", "empty argv");
   Pipes p;
@@ -263,6 +321,9 @@ ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
   }
   if (pid <= 0) return err.failed() ? err : ErrorInfo::Errno(ECHILD, "spawn", "spawn failed");
   if (onPid) onPid(pid);
+  // Tells us when the child itself exits, whoever still holds its pipes.
+  // Linux >= 5.3; without it we fall back to waiting for EOF.
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   // The child owns its copies now; close ours so EOF can be seen.
   p.inR.reset();
   p.outW.reset();
@@ -271,44 +332,56 @@ ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
   for (UniqueFd* f : {&p.inW, &p.outR, &p.errR})
     if (f->valid()) fcntl(f->get(), F_SETFL, fcntl(f->get(), F_GETFL) | O_NONBLOCK);
 
+  // The child is unreaped until the end, so its pid (= pgid) stays ours.
+  auto killGroup = [pid] {
+    if (kill(-pid, SIGKILL) != 0) kill(pid, SIGKILL);
+  };
   size_t written = 0;
   const int64_t deadline = opts.timeoutMs > 0 ? NowMs() + opts.timeoutMs : 0;
   bool killed = false;
   int64_t killedAt = 0;
   char buf[65536];
   while (p.outR.valid() || p.errR.valid() || p.inW.valid()) {
-    pollfd fds[3];
+    pollfd fds[5];
     int n = 0;
-    int idxIn = -1, idxOut = -1, idxErr = -1;
+    int idxIn = -1, idxOut = -1, idxErr = -1, idxPid = -1, idxCancel = -1;
     if (p.inW.valid()) { idxIn = n; fds[n++] = {p.inW.get(), POLLOUT, 0}; }
     if (p.outR.valid()) { idxOut = n; fds[n++] = {p.outR.get(), POLLIN, 0}; }
     if (p.errR.valid()) { idxErr = n; fds[n++] = {p.errR.get(), POLLIN, 0}; }
+    if (pidfd.valid()) { idxPid = n; fds[n++] = {pidfd.get(), POLLIN, 0}; }
+    if (opts.cancelFd >= 0) { idxCancel = n; fds[n++] = {opts.cancelFd, POLLIN, 0}; }
     int wait = -1;
     if (deadline && !killed) {
       int64_t left = deadline - NowMs();
       if (left <= 0) {
-        kill(pid, SIGKILL);
+        killGroup();
         killed = true;
         killedAt = NowMs();
         result->timedOut = true;
         p.inW.reset();
         continue;
       }
-      wait = static_cast<int>(left);
-    } else if (killed) {
-      // A grandchild may hold the pipes open; stop reading after a grace.
+      wait = PollWait(left);
+    } else if (killed && !pidfd.valid()) {
+      // No pidfd: a member that left the group may hold the pipes; stop after a grace.
       int64_t left = killedAt + 1000 - NowMs();
       if (left <= 0) break;
-      wait = static_cast<int>(left);
+      wait = PollWait(left);
     }
     int rc = poll(fds, n, wait);
     if (rc < 0) {
       if (errno == EINTR) continue;
       err = Fail("poll", "poll child pipes");
-      kill(pid, SIGKILL);
+      killGroup();
       break;
     }
     if (rc == 0) continue;  // deadline handled at the top
+    if (idxCancel >= 0 && fds[idxCancel].revents) {
+      // The env is going away: don't wait for the child or anything it started.
+      killGroup();
+      err = ErrorInfo::Errno(ECANCELED, "spawn", "spawn cancelled: the addon is shutting down");
+      break;
+    }
     if (idxIn >= 0 && fds[idxIn].revents) {
       if (fds[idxIn].revents & (POLLERR | POLLHUP)) {
         p.inW.reset();  // child closed stdin; the rest is dropped
@@ -324,7 +397,17 @@ ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
       if (r > 0) sink->append(buf, static_cast<size_t>(r));
       else if (r == 0 || (errno != EAGAIN && errno != EINTR)) fd->reset();
     }
+    if (idxPid >= 0 && fds[idxPid].revents) {
+      // The child has exited: everything it wrote is in the pipes now. Take
+      // that and stop; a grandchild still holding a pipe must not keep the
+      // call open.
+      DrainAndClose(&p.outR, &result->out, buf, sizeof buf);
+      DrainAndClose(&p.errR, &result->err, buf, sizeof buf);
+      p.inW.reset();
+      break;
+    }
   }
+  if (beforeReap) beforeReap(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {

@@ -30,6 +30,12 @@ struct NsId {
 // file. On failure returns an invalid fd and fills `err`.
 UniqueFd OpenNetns(const std::string& path, NsId* id, ErrorInfo* err);
 
+// A close-on-exec duplicate (>= 3) of `fd`, which must be an open network
+// namespace fd. Job states own such a dup so that JS closing its fd (and the
+// number being reused by another netns) cannot redirect queued work. A
+// negative, closed or non-netns fd fails with EBADF.
+UniqueFd DupNetnsFd(int fd, ErrorInfo* err);
+
 // (dev, ino) of an open namespace fd.
 bool StatNetns(int fd, NsId* id, ErrorInfo* err);
 
@@ -64,6 +70,7 @@ struct SpawnOptions {
   bool hasStdin = false;
   int64_t timeoutMs = 0;          // 0: none
   int nsFd = -1;                  // -1: spawn in the calling thread's netns
+  int cancelFd = -1;              // readable (e.g. an eventfd written at teardown): kill the group, stop, ECANCELED
 };
 
 struct SpawnResult {
@@ -76,10 +83,20 @@ struct SpawnResult {
 
 // Spawns argv inside `nsFd` (the child is created by a thread that switched
 // into the netns, so it is born there; the thread switches back right after
-// the spawn), feeds stdin, collects stdout/stderr, enforces the timeout with
-// SIGKILL and reaps the child. `onPid` is told the child's pid while it
-// runs so a shutting-down addon can kill it. Must run on a job thread.
+// the spawn), feeds stdin, collects stdout/stderr, and reaps the child.
+//
+// The child leads its own process group (pgid = pid), so the timeout and
+// cancellation kill the whole group (grandchildren too, unless they left it
+// with setsid/setpgid). The call ends when the child itself has exited
+// (learnt through a pidfd): output already in the pipes is read, then it
+// returns even if a grandchild still holds stdout/stderr open (its later
+// output is not collected). Without pidfd (Linux < 5.3) it waits for EOF.
+//
+// `onPid` is told the pid once the child runs; `beforeReap` is called just
+// before the child is reaped (while its pid, hence its pgid, cannot be
+// reused), so a caller that keeps the pid to kill the group can forget it
+// safely. Must run on a job thread.
 ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
-                std::function<void(pid_t)> onPid = {});
+                std::function<void(pid_t)> onPid = {}, std::function<void(pid_t)> beforeReap = {});
 
 }  // namespace podwire::netns

@@ -3,9 +3,11 @@
 // a batch or a dump read back. nftDumpRequest(...) → one dump request.
 #include "nft_binding.h"
 
+#include <cmath>
 #include <memory>
 
 #include "../common/addon.h"
+#include "../common/args.h"
 #include "nft_decode.h"
 #include "nft_encode.h"
 
@@ -19,15 +21,17 @@ uint32_t U32(const Napi::Object& o, const char* k, uint32_t dflt = 0) {
   return v.IsNumber() ? v.As<Napi::Number>().Uint32Value() : dflt;
 }
 
+// Names and comments go into NUL-terminated netlink strings: a NUL inside
+// would silently cut them, so it is a TypeError (StringArg).
 std::string Str(const Napi::Object& o, const char* k) {
   Napi::Value v = o.Get(k);
-  return v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
+  return v.IsString() ? StringArg(o.Env(), v, k) : std::string();
 }
 
 std::optional<std::string> OptStr(const Napi::Object& o, const char* k) {
   Napi::Value v = o.Get(k);
   if (!v.IsString()) return std::nullopt;
-  return v.As<Napi::String>().Utf8Value();
+  return StringArg(o.Env(), v, k);
 }
 
 Bytes Buf(const Napi::Object& o, const char* k) {
@@ -44,6 +48,24 @@ uint64_t U64(const Napi::Object& o, const char* k) {
     return v.As<Napi::BigInt>().Uint64Value(&lossless);
   }
   return v.IsNumber() ? static_cast<uint64_t>(v.As<Napi::Number>().Int64Value()) : 0;
+}
+
+// An nft set/element timeout in ms: a u64 kernel attribute, not a wait, so
+// it may exceed poll()'s int range (nft accepts e.g. 30d), but it must be a
+// non-negative integer: a negative one would wrap to ~584 million years.
+uint64_t DurationMs(const Napi::Object& o, const char* k) {
+  Napi::Value v = o.Get(k);
+  if (v.IsBigInt()) {
+    bool lossless;
+    int64_t i = v.As<Napi::BigInt>().Int64Value(&lossless);
+    if (lossless && i >= 0) return static_cast<uint64_t>(i);
+  } else if (v.IsNumber()) {
+    double d = v.As<Napi::Number>().DoubleValue();
+    if (std::isfinite(d) && std::trunc(d) == d && d >= 0 && d <= 9007199254740991.0) return static_cast<uint64_t>(d);
+  } else if (v.IsUndefined() || v.IsNull()) {
+    return 0;
+  }
+  throw Napi::RangeError::New(o.Env(), std::string("nftEncode: ") + k + " must be a non-negative integer (ms)");
 }
 
 nft::Expr ToExpr(const Napi::Object& o) {
@@ -109,7 +131,7 @@ nft::Command ToCommand(Napi::Env env, const Napi::Object& o) {
   c.keyLen = U32(o, "keyLen");
   c.setId = U32(o, "setId");
   c.size = U32(o, "size");
-  c.timeoutMs = U64(o, "timeoutMs");
+  c.timeoutMs = DurationMs(o, "timeoutMs");
   Napi::Value elems = o.Get("elems");
   if (elems.IsArray()) {
     auto arr = elems.As<Napi::Array>();
@@ -118,7 +140,7 @@ nft::Command ToCommand(Napi::Env env, const Napi::Object& o) {
       nft::Elem el;
       el.key = Buf(e, "key");
       el.comment = OptStr(e, "comment");
-      el.timeoutMs = U64(e, "timeoutMs");
+      el.timeoutMs = DurationMs(e, "timeoutMs");
       c.elems.push_back(std::move(el));
     }
   }
@@ -216,8 +238,8 @@ Napi::Value NftDumpRequest(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto msg = static_cast<uint16_t>(info[0].As<Napi::Number>().Uint32Value());
   auto family = static_cast<uint8_t>(info[1].As<Napi::Number>().Uint32Value());
-  std::string table = info.Length() > 2 && info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
-  std::string set = info.Length() > 3 && info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
+  std::string table = info.Length() > 2 && info[2].IsString() ? StringArg(env, info[2], "table") : "";
+  std::string set = info.Length() > 3 && info[3].IsString() ? StringArg(env, info[3], "set") : "";
   auto req = nft::DumpRequest(msg, family, table, set);
   return Bin(env, req);
 }

@@ -1,5 +1,7 @@
 #include "nl_socket.h"
 
+#include "../common/args.h"
+
 #include <linux/netlink.h>
 #include <sys/socket.h>
 
@@ -104,7 +106,7 @@ ErrorInfo NlSocket::SendChunk(const uint8_t* data, size_t size) {
 NlSocket::Pending* NlSocket::Submit(Napi::Env env, const Napi::CallbackInfo& info) {
   if (!fd_.valid()) throw MakeNetError(env, ErrorInfo::Errno(EBADF, "request", "netlink socket is closed"));
   auto buf = info[0].As<Napi::Buffer<uint8_t>>();
-  std::string op = info[1].As<Napi::String>().Utf8Value();
+  std::string op = StringArg(env, info[1], "op");
   bool atomic = info.Length() > 2 && info[2].ToBoolean().Value();
   uint8_t* data = buf.Data();
   size_t size = buf.Length();

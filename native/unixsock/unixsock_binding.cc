@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "../common/addon.h"
+#include "../common/args.h"
 #include "../netns/netns_ops.h"
 #include "inet_ops.h"
 #include "unix_ops.h"
@@ -28,7 +29,7 @@ int SockType(Napi::Env env, const Napi::Value& v) {
 Napi::Value UnixListen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   unixsock::ListenOptions opts;
-  std::string name = info[0].As<Napi::String>().Utf8Value();
+  std::string name = StringArg(env, info[0], "socket name");
   opts.type = SockType(env, info[1]);
   opts.mode = info[2].As<Napi::Number>().Int32Value();
   opts.backlog = info[3].As<Napi::Number>().Int32Value();
@@ -41,7 +42,7 @@ Napi::Value UnixListen(const Napi::CallbackInfo& info) {
 // unixConnect(name, type) → { socket, inProgress }
 Napi::Value UnixConnect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  std::string name = info[0].As<Napi::String>().Utf8Value();
+  std::string name = StringArg(env, info[0], "socket name");
   int type = SockType(env, info[1]);
   bool inProgress;
   ErrorInfo err;
@@ -80,10 +81,10 @@ Napi::Value FdDup(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, fd);
 }
 
-unixsock::InetSpec SpecFrom(const Napi::Object& o) {
+unixsock::InetSpec SpecFrom(Napi::Env env, const Napi::Object& o) {
   unixsock::InetSpec s;
   s.udp = o.Get("udp").ToBoolean().Value();
-  s.address = o.Get("address").As<Napi::String>().Utf8Value();
+  s.address = StringArg(env, o.Get("address"), "address");
   s.port = o.Get("port").As<Napi::Number>().Int32Value();
   if (o.Has("mark")) s.mark = o.Get("mark").As<Napi::Number>().Uint32Value();
   s.reusePort = o.Get("reusePort").ToBoolean().Value();
@@ -99,24 +100,24 @@ unixsock::InetSpec SpecFrom(const Napi::Object& o) {
 Napi::Value InetOpen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   struct S {
-    int nsFd;
+    UniqueFd ns;  // our own dup (invalid: this netns); see NetnsFdArg
     std::vector<unixsock::InetSpec> specs;
     std::vector<unixsock::InetOpened> opened;
     ErrorInfo err;
   };
   auto st = std::make_shared<S>();
-  st->nsFd = info[0].As<Napi::Number>().Int32Value();
+  st->ns = NetnsFdArg(env, info[0]);
   Napi::Array a = info[1].As<Napi::Array>();
-  for (uint32_t i = 0; i < a.Length(); ++i) st->specs.push_back(SpecFrom(a.Get(i).As<Napi::Object>()));
+  for (uint32_t i = 0; i < a.Length(); ++i) st->specs.push_back(SpecFrom(env, a.Get(i).As<Napi::Object>()));
   auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
   Addon::Of(env).jobs.Run(
       [st] {
-        if (st->nsFd < 0) {
+        if (!st->ns.valid()) {
           unixsock::OpenInetSockets(st->specs, &st->opened, &st->err);
           return;
         }
         bool restored;
-        st->err = netns::RunInNetns(st->nsFd, [&] {
+        st->err = netns::RunInNetns(st->ns.get(), [&] {
           ErrorInfo e;
           unixsock::OpenInetSockets(st->specs, &st->opened, &e);
           return e;

@@ -2,6 +2,7 @@
 // read sysctls inside them, and reach their netlink handle. The JS thread
 // never enters a namespace; everything that must be "inside" runs on the
 // addon's own threads or in a child born inside the netns.
+import { optionalTimeout } from '../../util/timeout.js';
 import { accessSync, constants as fsc, readdirSync, readlinkSync } from 'node:fs';
 import { constants as osc } from 'node:os';
 import { isIP } from 'node:net';
@@ -18,6 +19,16 @@ export interface NetnsId {
   ino: number;
 }
 
+/**
+ * Options of `ns.spawn`. The child runs in its own process group; on timeout
+ * (and when the addon's env shuts down, e.g. `worker.terminate()`) the whole
+ * group is killed with SIGKILL. `spawn` resolves as soon as the child itself
+ * has exited and the output it already wrote has been read: a background
+ * grandchild that still holds stdout/stderr does not keep the call open, and
+ * anything it writes later is not collected. A grandchild that left the group
+ * (`setsid`, `setpgid`) is not killed. At most 16 spawns wait for their
+ * children at once (one thread each); more queue in order.
+ */
 export interface SpawnOptions {
   /** Written to the child's stdin, which is then closed. */
   stdin?: string | Buffer;
@@ -252,8 +263,7 @@ export class Netns {
     this.#check();
     if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string' || a.includes('\0')))
       throw new TypeError('argv must be a non-empty array of strings without NUL bytes');
-    const timeoutMs = opts.timeoutMs ?? 0;
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new RangeError(`timeoutMs ${timeoutMs} must be a non-negative integer`);
+    const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', 0, { allowZero: true });
     const envObj = opts.env ?? process.env;
     const env = Object.entries(envObj).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${v}`);
     const program = resolveProgram(argv[0]!, envObj);
