@@ -18,7 +18,7 @@
             "native/netns/netns_ops.cc",
             "native/netns/netns_binding.cc",
             "native/nl/nl_socket.cc",
-            "native/unixsock/unix_ops.cc", "native/unixsock/inet_ops.cc", "native/unixsock/unix_socket.cc", "native/unixsock/unixsock_binding.cc",
+            "native/sock/unix_ops.cc", "native/sock/inet_ops.cc", "native/sock/unix_socket.cc", "native/sock/sock_binding.cc",
             "native/nft/nft_encode.cc", "native/nft/nft_decode.cc", "native/nft/nft_binding.cc"
           ],
           "cflags_cc": ["-std=c++20", "-fvisibility=hidden", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter",

@@ -30,7 +30,7 @@ export interface NativeNlSocket {
   close(): void;
 }
 
-/** A non-blocking AF_UNIX socket (seqpacket or stream); see native/unixsock/unix_socket.h. */
+/** A non-blocking AF_UNIX socket (seqpacket or stream); see native/sock/unix_socket.h. */
 export interface NativeUnixSocket {
   readonly fd: number;
   readonly closed: boolean;
@@ -56,6 +56,8 @@ export interface NativeInetSpec {
   transparent: boolean;
   optional: boolean;
   backlog?: number;
+  /** false: a plain socket (options set, not bound), for connect() or send(). Default true. */
+  bind?: boolean;
 }
 
 /**
@@ -97,7 +99,6 @@ export interface NativeBinding {
     dedicatedThreads: number; dedicatedQueued: number; dedicatedPeak: number; dedicatedMax: number;
   };
   /** A socket created inside the netns (-1: this one); the caller owns the fd. */
-  nsSocket(nsFd: number, domain: number, type: number, protocol: number, mark: number): Promise<number>;
   unixListen(name: string, type: number, mode: number, backlog: number): NativeUnixSocket;
   unixConnect(name: string, type: number): { socket: NativeUnixSocket; inProgress: boolean };
   unixPair(type: number): [NativeUnixSocket, NativeUnixSocket];

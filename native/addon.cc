@@ -7,7 +7,7 @@
 #include "netns/netns_binding.h"
 #include "nft/nft_binding.h"
 #include "nl/nl_socket.h"
-#include "unixsock/unixsock_binding.h"
+#include "sock/sock_binding.h"
 
 namespace podwire {
 namespace {
@@ -33,7 +33,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New<InitBinding>(env, "init"));
   exports.Set("platformSupported", Napi::Boolean::New(env, true));
   RegisterNetns(env, exports);
-  RegisterUnixsock(env, exports);
+  RegisterSock(env, exports);
   RegisterNft(env, exports);
   return exports;
 }

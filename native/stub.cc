@@ -14,7 +14,7 @@ Napi::Value NotSupported(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "nsCreateAnonymous", "sysctlSet", "readFiles",
-                           "spawn", "nlOpen", "counters", "nsSocket", "NlSocket",
+                           "spawn", "nlOpen", "counters", "NlSocket",
                            "UnixSocket", "unixListen", "unixConnect", "unixPair", "fdDup", "inetOpen", "inetOriginalDst",
                            "nftEncode", "nftDecode", "nftDumpRequest"})
     exports.Set(name, Napi::Function::New<NotSupported>(env, name));

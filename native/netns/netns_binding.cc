@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "../common/addon.h"
+#include "../common/run_job.h"
 #include "../common/args.h"
 #include "../nl/nl_socket.h"
 #include "netns_ops.h"
@@ -22,23 +23,6 @@ Napi::Object IdObject(Napi::Env env, const netns::NsId& id) {
   o.Set("dev", Napi::Number::New(env, static_cast<double>(id.dev)));
   o.Set("ino", Napi::Number::New(env, static_cast<double>(id.ino)));
   return o;
-}
-
-// Runs `work` on a job thread (a pooled one, or its own when `dedicated`:
-// for work that may block long); settles the returned promise with `value`
-// (built on the JS thread) or the ErrorInfo.
-template <typename State>
-Napi::Value RunJob(Napi::Env env, std::shared_ptr<State> st, std::function<ErrorInfo(State&)> work,
-                   std::function<Napi::Value(Napi::Env, State&)> value, bool dedicated = false) {
-  auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
-  auto err = std::make_shared<ErrorInfo>();
-  Addon::Of(env).jobs.Run([st, err, work] { *err = work(*st); },
-                          [st, err, deferred, value](Napi::Env env) {
-                            if (err->failed()) deferred->Reject(MakeNetError(env, *err).Value());
-                            else deferred->Resolve(value(env, *st));
-                          },
-                          dedicated);
-  return deferred->Promise();
 }
 
 Napi::Value NsOpen(const Napi::CallbackInfo& info) {
@@ -256,43 +240,6 @@ Napi::Value NlOpen(const Napi::CallbackInfo& info) {
       });
 }
 
-// socket(nsFd, domain, type, protocol, mark) → Promise<fd>: a socket created
-// inside the netns (it stays bound to it), non-blocking and close-on-exec,
-// with SO_MARK set when mark > 0. The caller owns the returned fd (Node
-// adopts it, e.g. `new net.Socket({ fd })`).
-Napi::Value NsSocket(const Napi::CallbackInfo& info) {
-  struct S {
-    UniqueFd ns;  // our own dup (invalid: this netns); see NetnsFdArg
-    int domain, type, protocol;
-    uint32_t mark;
-    UniqueFd fd;
-  };
-  auto st = std::make_shared<S>();
-  st->ns = NetnsFdArg(info.Env(), info[0]);
-  st->domain = info[1].As<Napi::Number>().Int32Value();
-  st->type = info[2].As<Napi::Number>().Int32Value();
-  st->protocol = info[3].As<Napi::Number>().Int32Value();
-  st->mark = info[4].As<Napi::Number>().Uint32Value();
-  return RunJob<S>(
-      info.Env(), st,
-      [](S& s) {
-        auto make = [&]() -> ErrorInfo {
-          s.fd.reset(socket(s.domain, s.type | SOCK_NONBLOCK | SOCK_CLOEXEC, s.protocol));
-          if (!s.fd.valid()) return ErrorInfo::Errno(errno, "socket", std::string("socket: ") + std::strerror(errno));
-          if (s.mark && setsockopt(s.fd.get(), SOL_SOCKET, SO_MARK, &s.mark, sizeof s.mark) != 0) {
-            ErrorInfo e = ErrorInfo::Errno(errno, "setsockopt", std::string("SO_MARK: ") + std::strerror(errno));
-            s.fd.reset();
-            return e;
-          }
-          return {};
-        };
-        if (!s.ns.valid()) return make();
-        bool restored;
-        return netns::RunInNetns(s.ns.get(), make, &restored);
-      },
-      [](Napi::Env env, S& s) -> Napi::Value { return Napi::Number::New(env, s.fd.release()); });
-}
-
 Napi::Value Counters(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Addon& a = Addon::Of(env);
@@ -337,7 +284,6 @@ void RegisterNetns(Napi::Env env, Napi::Object exports) {
   exports.Set("spawn", Napi::Function::New<Spawn>(env, "spawn"));
   exports.Set("nlOpen", Napi::Function::New<NlOpen>(env, "nlOpen"));
   exports.Set("counters", Napi::Function::New<Counters>(env, "counters"));
-  exports.Set("nsSocket", Napi::Function::New<NsSocket>(env, "nsSocket"));
 }
 
 }  // namespace podwire

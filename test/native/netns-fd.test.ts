@@ -72,11 +72,11 @@ describe.skipIf(!privileged())('native netns fd arguments', () => {
     }
   });
 
-  it('nlOpen and nsSocket sockets are created in the netns given', async () => {
+  it('nlOpen and unbound inetOpen sockets are created in the netns given', async () => {
     const A = await freshNetns();
     const B = await freshNetns();
     const nl = await withSwappedFds(A.path, B.path, (fd) => b().nlOpen(fd, [0]));
-    const ns = await withSwappedFds(A.path, B.path, (fd) => b().nsSocket(fd, 2, 1, 6, 0));
+    const ns = await withSwappedFds(A.path, B.path, async (fd) => (await b().inetOpen(fd, [{ udp: false, address: '0.0.0.0', port: 0, reusePort: false, transparent: false, optional: false, bind: false }]))[0]!.fd!);
     const servers = await Promise.all(ns.results.map((fd) => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
       const srv = createServer();
       srv.once('error', reject);
@@ -116,7 +116,6 @@ describe.skipIf(!privileged())('native netns fd arguments', () => {
     b().fdClose(closed);  // nothing is opened below until the checks ran
     const calls: Array<(fd: number) => unknown> = [
       (fd) => b().nlOpen(fd, [0]),
-      (fd) => b().nsSocket(fd, 2, 1, 6, 0),
       (fd) => b().readFiles(fd, ['/proc/thread-self/net/dev']),
       (fd) => b().sysctlSet(fd, '/proc/sys/net/ipv4/ip_forward', '0'),
       (fd) => b().spawn(fd, ['/bin/true'], [], null, null, 0),

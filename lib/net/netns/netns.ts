@@ -297,9 +297,11 @@ export class Netns {
     const b = opts.bind;
     if (b === undefined) {
       if (opts.family !== 4 && opts.family !== 6) throw new RangeError('family must be 4 or 6');
-      const domain = opts.family === 4 ? 2 : 10;
-      const [type, proto] = opts.type === 'tcp' ? [1, 6] : [2, 17];
-      return this.#use(() => native().nsSocket(this.#fd, domain, type, proto, mark));
+      const [plain] = await this.#use(() => native().inetOpen(this.#fd, [{
+        udp: opts.type === 'udp', address: opts.family === 4 ? '0.0.0.0' : '::', port: 0, mark, reusePort: false,
+        transparent: false, optional: false, bind: false,
+      }]));
+      return plain!.fd!;
     }
     const family = isIP(b.address);
     if (family === 0) throw new TypeError(`bind address must be a numeric IP address, got ${JSON.stringify(b.address)}`);

@@ -13,6 +13,6 @@ struct UnixsockState {
   Napi::FunctionReference ctor;
 };
 
-void RegisterUnixsock(Napi::Env env, Napi::Object exports);
+void RegisterSock(Napi::Env env, Napi::Object exports);
 
 }  // namespace podwire

@@ -9,7 +9,7 @@
 #include "../common/error_info.h"
 #include "../common/fd.h"
 
-namespace podwire::unixsock {
+namespace podwire::sock {
 
 struct InetSpec {
   bool udp = false;
@@ -20,6 +20,7 @@ struct InetSpec {
   bool transparent = false;  // best effort (IP_TRANSPARENT / IPV6_TRANSPARENT)
   bool optional = false;     // a bind failing with EADDRNOTAVAIL/EAFNOSUPPORT yields no socket, not an error
   int backlog = 128;
+  bool bind = true;          // false: a plain socket with its options set, for connect() or send()
 };
 
 struct InetOpened {
@@ -49,4 +50,4 @@ bool OriginalDst(int fd, SockAddr* out, bool* redirected, ErrorInfo* err);
 bool LocalAddr(int fd, SockAddr* out, ErrorInfo* err);
 bool PeerAddr(int fd, SockAddr* out, ErrorInfo* err);
 
-}  // namespace podwire::unixsock
+}  // namespace podwire::sock

@@ -7,7 +7,7 @@
 
 #include "../common/addon.h"
 #include "unix_ops.h"
-#include "unixsock_binding.h"
+#include "sock_binding.h"
 
 namespace podwire {
 namespace {
@@ -88,7 +88,7 @@ Napi::Value UnixSocket::Send(const Napi::CallbackInfo& info) {
     for (uint32_t i = 0; i < a.Length(); ++i) fds.push_back(a.Get(i).As<Napi::Number>().Int32Value());
   }
   ErrorInfo err;
-  ssize_t n = unixsock::SendRecord(fd_.get(), buf.Data(), buf.Length(), fds, &err);
+  ssize_t n = sock::SendRecord(fd_.get(), buf.Data(), buf.Length(), fds, &err);
   if (n == -2) throw MakeNetError(env, err);
   return Napi::Number::New(env, static_cast<double>(n));
 }
@@ -104,13 +104,13 @@ Napi::Value UnixSocket::Recv(const Napi::CallbackInfo& info) {
   size_t maxFds = info.Length() > 1 ? info[1].As<Napi::Number>().Uint32Value() : 0;
   if (maxBytes == 0 || maxBytes > kMaxRecvBytes) throw Napi::RangeError::New(env, "recv: maxBytes out of range");
   if (maxFds > kMaxRecvFds) throw Napi::RangeError::New(env, "recv: maxFds out of range");
-  unixsock::Received r;
+  sock::Received r;
   ErrorInfo err;
-  int rc = unixsock::RecvRecord(fd_.get(), type_ == SOCK_STREAM, maxBytes, maxFds, &r, &err);
+  int rc = sock::RecvRecord(fd_.get(), type_ == SOCK_STREAM, maxBytes, maxFds, &r, &err);
   if (rc < 0) throw MakeNetError(env, err);
   if (rc == 0) return env.Null();
   if (r.truncated || r.ctruncated) {
-    unixsock::CloseAll(&r.fds);
+    sock::CloseAll(&r.fds);
     ErrorInfo e = ErrorInfo::Errno(EMSGSIZE, "recvmsg",
                                    r.truncated ? "record of " + std::to_string(r.fullSize) + " bytes exceeds the " +
                                                      std::to_string(maxBytes) + "-byte buffer (MSG_TRUNC)"
@@ -130,15 +130,15 @@ Napi::Value UnixSocket::Recv(const Napi::CallbackInfo& info) {
 
 Napi::Value UnixSocket::SoError(const Napi::CallbackInfo& info) {
   CheckOpen(info.Env(), "getsockopt");
-  return Napi::Number::New(info.Env(), unixsock::SocketError(fd_.get()));
+  return Napi::Number::New(info.Env(), sock::SocketError(fd_.get()));
 }
 
 Napi::Value UnixSocket::PeerCredentials(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   CheckOpen(env, "getsockopt");
-  unixsock::PeerCred c;
+  sock::PeerCred c;
   ErrorInfo err;
-  if (!unixsock::PeerCredentials(fd_.get(), &c, &err)) throw MakeNetError(env, err);
+  if (!sock::PeerCredentials(fd_.get(), &c, &err)) throw MakeNetError(env, err);
   Napi::Object o = Napi::Object::New(env);
   o.Set("pid", Napi::Number::New(env, c.pid));
   o.Set("uid", Napi::Number::New(env, c.uid));

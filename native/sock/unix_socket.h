@@ -13,7 +13,7 @@
 
 namespace podwire {
 
-struct UnixsockState;  // per-env: the constructor reference (unixsock_binding.cc)
+struct UnixsockState;  // per-env: the constructor reference (sock_binding.cc)
 
 class UnixSocket : public Napi::ObjectWrap<UnixSocket> {
  public:

@@ -18,7 +18,7 @@
 #define IPV6_TRANSPARENT 75
 #endif
 
-namespace podwire::unixsock {
+namespace podwire::sock {
 namespace {
 
 ErrorInfo Fail(const char* op, const std::string& what) {
@@ -97,6 +97,10 @@ bool OpenOne(const InetSpec& s, InetOpened* out, ErrorInfo* err) {
   if (s.reusePort && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
     *err = Fail("setsockopt", "SO_REUSEPORT on " + Where(s));
     return false;
+  }
+  if (!s.bind) {  // connect() or the first send binds it
+    out->fd = std::move(fd);
+    return true;
   }
   if (!s.udp) setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (s.transparent) {
@@ -186,4 +190,4 @@ bool OriginalDst(int fd, SockAddr* out, bool* redirected, ErrorInfo* err) {
   return true;
 }
 
-}  // namespace podwire::unixsock
+}  // namespace podwire::sock

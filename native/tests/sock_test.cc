@@ -10,17 +10,17 @@
 #include <string>
 
 #include "check.h"
-#include "unixsock/unix_ops.h"
+#include "sock/unix_ops.h"
 
 using namespace podwire;
-using namespace podwire::unixsock;
+using namespace podwire::sock;
 
 namespace {
 
 bool IsOpen(int fd) { return fcntl(fd, F_GETFD) >= 0; }
 
 std::string TempDir() {
-  char tmpl[] = "/tmp/pw-unixsock-XXXXXX";
+  char tmpl[] = "/tmp/pwt-sock-XXXXXX";
   return mkdtemp(tmpl);
 }
 
@@ -235,7 +235,7 @@ TEST(connect_refused_and_missing) {
   UniqueFd c = Connect("/nonexistent-dir-pw/z.sock", SOCK_SEQPACKET, &inProgress, &err);
   CHECK(!c.valid());
   CHECK_EQ(err.err, ENOENT);
-  UniqueFd d = Connect("@pw-unixsock-test-nobody-" + std::to_string(getpid()), SOCK_SEQPACKET, &inProgress, &err);
+  UniqueFd d = Connect("@pwt-sock-test-nobody-" + std::to_string(getpid()), SOCK_SEQPACKET, &inProgress, &err);
   CHECK(!d.valid());
   CHECK_EQ(err.err, ECONNREFUSED);
 }

@@ -1,4 +1,4 @@
-#include "unixsock_binding.h"
+#include "sock_binding.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -9,6 +9,7 @@
 
 #include "../common/addon.h"
 #include "../common/args.h"
+#include "../common/run_job.h"
 #include "../netns/netns_ops.h"
 #include "inet_ops.h"
 #include "unix_ops.h"
@@ -28,13 +29,13 @@ int SockType(Napi::Env env, const Napi::Value& v) {
 // unixListen(name, type, mode, backlog) → UnixSocket
 Napi::Value UnixListen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  unixsock::ListenOptions opts;
+  sock::ListenOptions opts;
   std::string name = StringArg(env, info[0], "socket name");
   opts.type = SockType(env, info[1]);
   opts.mode = info[2].As<Napi::Number>().Int32Value();
   opts.backlog = info[3].As<Napi::Number>().Int32Value();
   ErrorInfo err;
-  UniqueFd fd = unixsock::Listen(name, opts, &err);
+  UniqueFd fd = sock::Listen(name, opts, &err);
   if (!fd.valid()) throw MakeNetError(env, err);
   return UnixSocket::Wrap(env, StateOf(info), fd.release(), opts.type);
 }
@@ -46,7 +47,7 @@ Napi::Value UnixConnect(const Napi::CallbackInfo& info) {
   int type = SockType(env, info[1]);
   bool inProgress;
   ErrorInfo err;
-  UniqueFd fd = unixsock::Connect(name, type, &inProgress, &err);
+  UniqueFd fd = sock::Connect(name, type, &inProgress, &err);
   if (!fd.valid()) throw MakeNetError(env, err);
   Napi::Object o = Napi::Object::New(env);
   o.Set("socket", UnixSocket::Wrap(env, StateOf(info), fd.release(), type));
@@ -81,8 +82,8 @@ Napi::Value FdDup(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, fd);
 }
 
-unixsock::InetSpec SpecFrom(Napi::Env env, const Napi::Object& o) {
-  unixsock::InetSpec s;
+sock::InetSpec SpecFrom(Napi::Env env, const Napi::Object& o) {
+  sock::InetSpec s;
   s.udp = o.Get("udp").ToBoolean().Value();
   s.address = StringArg(env, o.Get("address"), "address");
   s.port = o.Get("port").As<Napi::Number>().Int32Value();
@@ -90,6 +91,7 @@ unixsock::InetSpec SpecFrom(Napi::Env env, const Napi::Object& o) {
   s.reusePort = o.Get("reusePort").ToBoolean().Value();
   s.transparent = o.Get("transparent").ToBoolean().Value();
   s.optional = o.Get("optional").ToBoolean().Value();
+  if (o.Has("bind")) s.bind = o.Get("bind").ToBoolean().Value();
   if (o.Has("backlog")) s.backlog = o.Get("backlog").As<Napi::Number>().Int32Value();
   return s;
 }
@@ -101,48 +103,44 @@ Napi::Value InetOpen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   struct S {
     UniqueFd ns;  // our own dup (invalid: this netns); see NetnsFdArg
-    std::vector<unixsock::InetSpec> specs;
-    std::vector<unixsock::InetOpened> opened;
-    ErrorInfo err;
+    std::vector<sock::InetSpec> specs;
+    std::vector<sock::InetOpened> opened;
   };
   auto st = std::make_shared<S>();
   st->ns = NetnsFdArg(env, info[0]);
   Napi::Array a = info[1].As<Napi::Array>();
   for (uint32_t i = 0; i < a.Length(); ++i) st->specs.push_back(SpecFrom(env, a.Get(i).As<Napi::Object>()));
-  auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
-  Addon::Of(env).jobs.Run(
-      [st] {
-        if (!st->ns.valid()) {
-          unixsock::OpenInetSockets(st->specs, &st->opened, &st->err);
-          return;
+  return RunJob<S>(
+      env, st,
+      [](S& s) -> ErrorInfo {
+        ErrorInfo err;
+        if (!s.ns.valid()) {
+          sock::OpenInetSockets(s.specs, &s.opened, &err);
+          return err;
         }
         bool restored;
-        st->err = netns::RunInNetns(st->ns.get(), [&] {
+        err = netns::RunInNetns(s.ns.get(), [&] {
           ErrorInfo e;
-          unixsock::OpenInetSockets(st->specs, &st->opened, &e);
+          sock::OpenInetSockets(s.specs, &s.opened, &e);
           return e;
         }, &restored);
-        if (st->err.failed()) st->opened.clear();
+        if (err.failed()) s.opened.clear();
+        return err;
       },
-      [st, deferred](Napi::Env env) {
-        if (st->err.failed()) {
-          deferred->Reject(MakeNetError(env, st->err).Value());
-          return;
-        }
-        Napi::Array out = Napi::Array::New(env, st->opened.size());
-        for (size_t i = 0; i < st->opened.size(); ++i) {
+      [](Napi::Env env, S& s) -> Napi::Value {
+        Napi::Array out = Napi::Array::New(env, s.opened.size());
+        for (size_t i = 0; i < s.opened.size(); ++i) {
           Napi::Object o = Napi::Object::New(env);
-          auto& s = st->opened[i];
-          o.Set("fd", s.fd.valid() ? Napi::Value(Napi::Number::New(env, s.fd.release())) : env.Null());
-          o.Set("transparent", Napi::Boolean::New(env, s.transparent));
+          auto& one = s.opened[i];
+          o.Set("fd", one.fd.valid() ? Napi::Value(Napi::Number::New(env, one.fd.release())) : env.Null());
+          o.Set("transparent", Napi::Boolean::New(env, one.transparent));
           out.Set(static_cast<uint32_t>(i), o);
         }
-        deferred->Resolve(out);
+        return out;
       });
-  return deferred->Promise();
 }
 
-Napi::Object AddrObject(Napi::Env env, const unixsock::SockAddr& a) {
+Napi::Object AddrObject(Napi::Env env, const sock::SockAddr& a) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("family", Napi::Number::New(env, a.family));
   o.Set("address", Napi::String::New(env, a.address));
@@ -153,10 +151,10 @@ Napi::Object AddrObject(Napi::Env env, const unixsock::SockAddr& a) {
 // inetOriginalDst(fd) → { family, address, port, redirected }
 Napi::Value InetOriginalDst(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  unixsock::SockAddr a;
+  sock::SockAddr a;
   bool redirected;
   ErrorInfo err;
-  if (!unixsock::OriginalDst(info[0].As<Napi::Number>().Int32Value(), &a, &redirected, &err))
+  if (!sock::OriginalDst(info[0].As<Napi::Number>().Int32Value(), &a, &redirected, &err))
     throw MakeNetError(env, err);
   Napi::Object o = AddrObject(env, a);
   o.Set("redirected", Napi::Boolean::New(env, redirected));
@@ -165,7 +163,7 @@ Napi::Value InetOriginalDst(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-void RegisterUnixsock(Napi::Env env, Napi::Object exports) {
+void RegisterSock(Napi::Env env, Napi::Object exports) {
   auto* state = new UnixsockState;
   env.AddCleanupHook([state] { delete state; });
   state->ctor = Napi::Persistent(UnixSocket::Define(env, state));

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstring>
 
-namespace podwire::unixsock {
+namespace podwire::sock {
 namespace {
 
 ErrorInfo Fail(const char* op, const std::string& what) {
@@ -238,4 +238,4 @@ bool PeerCredentials(int fd, PeerCred* out, ErrorInfo* err) {
   return true;
 }
 
-}  // namespace podwire::unixsock
+}  // namespace podwire::sock

@@ -14,7 +14,7 @@
 #include "../common/error_info.h"
 #include "../common/fd.h"
 
-namespace podwire::unixsock {
+namespace podwire::sock {
 
 // '@name' is the Linux abstract namespace (leading NUL), anything else a
 // filesystem path. False (and `err` EINVAL/ENAMETOOLONG) for an empty name or
@@ -81,4 +81,4 @@ bool PeerCredentials(int fd, PeerCred* out, ErrorInfo* err);
 // Closes every fd in the list (each exactly once) and clears it.
 void CloseAll(std::vector<int>* fds);
 
-}  // namespace podwire::unixsock
+}  // namespace podwire::sock
