@@ -20,6 +20,40 @@ function newest(dir, exts) {
   return t;
 }
 
+// Mount points (from /proc/self/mountinfo) whose path contains `pwt-`: what the
+// tests make (netns files, ctest's run dirs). A phase that adds one and leaves it is a leak.
+function pwtMounts() {
+  try {
+    return new Set(readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+      .map((l) => l.split(' ')[4]?.replace(/\\040/g, ' '))
+      .filter((m) => m && m.includes('pwt-')));
+  } catch {
+    return new Set();
+  }
+}
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+}
+// Counts a failure (and prints the mount points) when `phase` left pwt- mounts behind.
+// Names carrying the pid of a live process other than ours (pwt-<pid>-<n>) belong to a
+// concurrent run on the same machine and are not ours to report.
+function checkMounts(phase, before) {
+  const leaked = [...pwtMounts()].filter((m) => !before.has(m)).filter((m) => {
+    const pid = Number(/pwt-(?:[a-z]+-)*(\d+)-/.exec(m)?.[1]);
+    return !(pid && pid !== process.pid && alive(pid));
+  });
+  if (leaked.length) {
+    console.log(`> ${phase} left ${leaked.length} mount(s) behind:\n${leaked.map((m) => `    ${m}`).join('\n')}`);
+    return 1;
+  }
+  return 0;
+}
+
 function run(cmd, args, opts = {}) {
   const r = spawnSync(cmd, args, { stdio: opts.capture ? ['inherit', 'pipe', 'inherit'] : 'inherit', encoding: 'utf8' });
   if (opts.capture) process.stdout.write(r.stdout ?? '');
@@ -40,6 +74,7 @@ if (run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 
 // 3. vitest (its JSON report gives the counts).
 const resultsFile = join(root, '.vitest-results.json');
 if (existsSync(resultsFile)) writeFileSync(resultsFile, '{}');
+let mountsBefore = pwtMounts();
 const vitest = run(process.execPath, [join(root, 'node_modules/vitest/vitest.mjs'), 'run', ...process.argv.slice(2)]);
 let passed = 0;
 let failed = 0;
@@ -53,8 +88,10 @@ try {
   failed++;
 }
 if (vitest.status !== 0 && failed === 0) failed++;
+failed += checkMounts('vitest', mountsBefore);
 
 // 4. ctest (each native test binary prints `N passed, N failed`).
+mountsBefore = pwtMounts();
 const ctest = run('bash', [join(root, 'scripts/ctest.sh')], { capture: true });
 const counts = [...(ctest.stdout ?? '').matchAll(/^\d+: (\d+) passed, (\d+) failed$/gm)];
 for (const m of counts) {
@@ -63,19 +100,28 @@ for (const m of counts) {
 }
 if (ctest.status !== 0 && !counts.some((m) => Number(m[2]) > 0)) failed++;
 
-// 5. The nf_tables encoder/decoder fuzz target, for a bounded time (clang + libFuzzer + ASan).
-const fuzzSeconds = process.env.PODWIRE_FUZZ_SECONDS ?? '20';
-if (fuzzSeconds !== '0') {
-  const hasClang = spawnSync('sh', ['-c', 'command -v clang++'], { stdio: 'ignore' }).status === 0;
-  if (!hasClang) {
-    console.log('> fuzz: clang++ not found' + (process.env.CI === 'true' ? ' (CI: counted as a failure)' : ' (skipped)'));
-    if (process.env.CI === 'true') failed++;
-  } else {
-    console.log(`> fuzzing the nft encoder/decoder for ${fuzzSeconds}s`);
-    const fuzz = run('bash', [join(root, 'scripts/fuzz.sh'), fuzzSeconds]);
-    if (fuzz.status === 0) passed++;
-    else failed++;
+failed += checkMounts('ctest', mountsBefore);
+
+// 5. Fuzzing, for a bounded time; every target counts as one test. Native libFuzzer targets
+// (scripts/fuzz.sh: nft codec, netlink framing; clang + compiler-rt, ASan/UBSan), side by side,
+// PODWIRE_FUZZ_SECONDS each (default 15); then the JS decoder fuzzers (scripts/fuzz-js.mjs:
+// ipset, ZDS), PODWIRE_FUZZ_JS_SECONDS each (default: PODWIRE_FUZZ_SECONDS, else 10).
+// PODWIRE_FUZZ_SECONDS=0 skips all. A missing toolchain is a skip, a failure with CI=true.
+const fuzzSeconds = process.env.PODWIRE_FUZZ_SECONDS ?? '15';
+const fuzzJsSeconds = process.env.PODWIRE_FUZZ_JS_SECONDS ?? process.env.PODWIRE_FUZZ_SECONDS ?? '10';
+function countFuzz(r, expected) {
+  const results = [...(r.stdout ?? '').matchAll(/^fuzz-result (\S+) (ok|failed|skipped)\b/gm)];
+  for (const m of results) {
+    if (m[2] === 'ok') passed++;
+    else if (m[2] === 'failed' || process.env.CI === 'true') failed++;
   }
+  if (results.length < expected || (r.status !== 0 && !results.some((m) => m[2] !== 'ok'))) failed++;
+}
+if (fuzzSeconds !== '0') {
+  console.log(`> fuzzing the native targets for ${fuzzSeconds}s each${process.env.CI === 'true' ? ' (CI: a missing clang/libFuzzer fails)' : ''}`);
+  countFuzz(run('bash', [join(root, 'scripts/fuzz.sh'), fuzzSeconds], { capture: true }), 2);
+  console.log(`> fuzzing the JS decoders for ${fuzzJsSeconds}s each`);
+  countFuzz(run(process.execPath, [join(root, 'scripts/fuzz-js.mjs'), fuzzJsSeconds], { capture: true }), 2);
 }
 
 const line = `${passed} passed, ${failed} failed`;

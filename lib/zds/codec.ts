@@ -132,13 +132,20 @@ function fail(what: string): never {
 
 function* fields(buf: Uint8Array): Generator<Field> {
   let pos = 0;
+  // Reads a varint, exact in its low 35 bits; `wide` says higher bits were set. A wide key or
+  // length is an error (prost: "invalid key value" beyond u32, "buffer underflow"), never
+  // silently truncated; varint values keep their low 32 bits.
+  let wide = false;
   const varint = (): number => {
     let result = 0;
     let mul = 1;
+    wide = false;
     for (let i = 0; i < 10; i++) {
       if (pos >= buf.length) fail('truncated varint');
       const b = buf[pos++]!;
       if (i < 5) result += (b & 0x7f) * mul;  // low 35 bits are plenty for tags and lengths
+      else if ((b & 0x7f) !== 0) wide = true;
+      if (i === 9 && b > 1) fail('varint overflows 64 bits');
       mul *= 128;
       if ((b & 0x80) === 0) return result;
     }
@@ -146,12 +153,13 @@ function* fields(buf: Uint8Array): Generator<Field> {
   };
   while (pos < buf.length) {
     const key = varint();
+    if (wide || key > 0xffffffff) fail('key wider than 32 bits');
     const no = Math.floor(key / 8);
     const wire = key % 8;
     if (no === 0) fail('field number 0');
     switch (wire) {
       case 0: {
-        const v = varint();
+        const v = varint();  // wide values keep their low 32 bits (as a u32 field would)
         yield { no, wire, bytes: undefined, value: v % 2 ** 32 };
         break;
       }
@@ -162,7 +170,7 @@ function* fields(buf: Uint8Array): Generator<Field> {
         break;
       case 2: {
         const len = varint();
-        if (len > buf.length - pos) fail(`length ${len} past the end`);
+        if (wide || len > buf.length - pos) fail(`length ${wide ? '>= 2^35' : len} past the end`);
         const bytes = buf.subarray(pos, pos + len);
         pos += len;
         yield { no, wire, bytes, value: 0 };

@@ -7,12 +7,12 @@ import { Netns } from '../../lib/net/netns/netns.js';
 let counter = 0;
 const live: Array<{ name: string; ns: Netns }> = [];
 
-afterEach(() => {
+afterEach(async () => {
   while (live.length) {
     const { name, ns } = live.pop()!;
     ns.close();
     try {
-      Netns.remove(name);
+      await Netns.remove(name);
     } catch {
       // removed by the test itself
     }
