@@ -87,9 +87,11 @@ inline std::optional<Status> DecodeError(const uint8_t* msg, size_t len) {
   if (!(h.nlmsg_flags & NLM_F_ACK_TLVS)) return s;
   size_t off = NLMSG_HDRLEN + sizeof(nlmsgerr);
   // Without NLM_F_CAPPED the original payload is echoed after the header.
+  // An echo that claims more than the message holds leaves no room for TLVs
+  // (and aligning such a length in 32 bits would wrap: compute in size_t).
   if (!(h.nlmsg_flags & NLM_F_CAPPED)) {
-    if (e.msg.nlmsg_len < sizeof(nlmsghdr)) return s;
-    off += NLMSG_ALIGN(e.msg.nlmsg_len) - sizeof(nlmsghdr);
+    if (e.msg.nlmsg_len < sizeof(nlmsghdr) || e.msg.nlmsg_len > len - echoAt) return s;
+    off += ((static_cast<size_t>(e.msg.nlmsg_len) + NLMSG_ALIGNTO - 1) & ~static_cast<size_t>(NLMSG_ALIGNTO - 1)) - sizeof(nlmsghdr);
   }
   while (off + sizeof(nlattr) <= len) {
     nlattr a;

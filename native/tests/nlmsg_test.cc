@@ -137,6 +137,29 @@ TEST(DecodeErrorSkipsEchoedPayloadWhenNotCapped) {
   CHECK(nl::DecodeError(capped.data(), capped.size())->echo == nullptr);
 }
 
+TEST(DecodeErrorIgnoresAnEchoLongerThanTheMessage) {
+  // An uncapped error whose echoed header claims 0xFFFFFFFD bytes: aligning
+  // that length in 32 bits wrapped to 0 and the TLV walk restarted inside
+  // nlmsgerr, reading its bytes as a 65533-byte NLMSGERR_ATTR_MSG.
+  std::vector<uint8_t> b(NLMSG_HDRLEN + sizeof(nlmsgerr) + 65536, 'A');
+  nlmsgerr e{};
+  e.error = -EINVAL;
+  e.msg = {0xFFFFFFFDu, 0xFFFF, 0, 1, 0};
+  std::memcpy(b.data() + NLMSG_HDRLEN, &e, sizeof e);
+  // Where that misread attribute ends, a well-formed one: it must not be taken.
+  nlattr bogus{8, NLMSGERR_ATTR_MSG};
+  std::memcpy(b.data() + 20 + 65536, &bogus, sizeof bogus);
+  std::memcpy(b.data() + 20 + 65536 + NLA_HDRLEN, "bad", 4);
+  nlmsghdr h{static_cast<uint32_t>(b.size()), NLMSG_ERROR, NLM_F_ACK_TLVS, 1, 0};
+  std::memcpy(b.data(), &h, sizeof h);
+  auto s = nl::DecodeError(b.data(), b.size());
+  CHECK(s.has_value());
+  CHECK_EQ(s->error, -EINVAL);
+  CHECK(s->echo == nullptr);
+  CHECK(s->extackMsg.empty());
+  CHECK_EQ(s->extackOffset, -1);
+}
+
 TEST(DecodeDoneCarriesStatus) {
   auto m = Msg(NLMSG_DONE, NLM_F_MULTI, 3, sizeof(int));
   int err = -EINTR;
