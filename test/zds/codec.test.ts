@@ -94,3 +94,25 @@ describe('ZDS codec: proto3 rules', () => {
     expect(() => encodeHello(-1)).toThrow(RangeError);
   });
 });
+
+describe('ZDS codec: varints wider than what is kept (found by the fuzz harness)', () => {
+  // Each decoded as something else before: a length of 2^35 as 0 (an `add`
+  // with an empty uid), a field key wider than 32 bits as field 5 (`keep`).
+  const cases: Array<[string, string]> = [
+    ['a length of 2^35', '0a 80 80 80 80 80 01'],
+    ['a field key wider than 32 bits', 'aa 80 80 80 80 80 01 00'],
+    ['a tenth varint byte above 1', '0a ff ff ff ff ff ff ff ff ff 02'],
+  ];
+  for (const [name, bytes] of cases) {
+    it(`rejects ${name} with ZDS_DECODE`, () => {
+      let err: unknown;
+      try {
+        decodeRequest(hex(bytes));
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ZdsError);
+      expect(err).toMatchObject({ code: 'ZDS_DECODE' });
+    });
+  }
+});
