@@ -4,6 +4,8 @@ export class UsageError extends Error {
   static {
     Object.defineProperty(this.prototype, 'name', { value: 'UsageError', enumerable: false });
   }
+  /** Whether `podwire` prints the command's usage after the message. */
+  readonly showUsage: boolean = true;
 }
 
 export interface ArgSpec {
@@ -13,6 +15,13 @@ export interface ArgSpec {
   strings?: string[];
   /** Options that may repeat; their values are collected in order. */
   repeatable?: string[];
+  /** Options whose value may be the empty string (all others reject `--key ''`). */
+  allowEmpty?: string[];
+}
+
+/** Rejects positional arguments beyond `max`. */
+export function noExtraPositionals(args: ParsedArgs, max = 0): void {
+  if (args.positionals.length > max) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[max])}`);
 }
 
 export interface ParsedArgs {
@@ -47,6 +56,7 @@ export function parseArgs(argv: string[], spec: ArgSpec): ParsedArgs {
     if (!strings.has(name) && !repeatable.has(name)) throw new UsageError(`unknown option --${name}`);
     let value: string | undefined = eq < 0 ? argv[++i] : arg.slice(eq + 1);
     if (value === undefined) throw new UsageError(`--${name} needs a value`);
+    if (value === '' && !spec.allowEmpty?.includes(name)) throw new UsageError(`--${name} needs a non-empty value`);
     if (repeatable.has(name)) out.lists.set(name, [...(out.lists.get(name) ?? []), value]);
     else out.values.set(name, value);
     value = undefined;

@@ -1,6 +1,7 @@
 // `podwire demo`: the README's main command. A simulated mesh node on this
 // machine, enrolled through the real pipeline and proven with real traffic.
 import { cniAvailable } from '../demo/cni.js';
+import { DEMO_PREFIX_FAMILY, findLeftovers, isSafePrefix } from '../demo/leftovers.js';
 import { runDemo, type DemoReport } from '../demo/run.js';
 import { parseArgs, UsageError } from './args.js';
 import type { Command } from './main.js';
@@ -39,7 +40,7 @@ function summary(r: DemoReport): string {
 export const command: Command = {
   summary: 'Run a whole mesh node on this machine: enroll simulated pods and prove redirection with real traffic.',
   usage: [
-    'Usage: podwire demo [--pods N] [--backend nftables|iptables] [--cni] [--json] [--keep]',
+    'Usage: podwire demo [--pods N] [--backend nftables|iptables] [--cni] [--no-ipv6] [--json] [--keep] [--prefix P]',
     '',
     '  --pods N        number of pods (default 20, up to 5000)',
     '  --backend B     nftables (default) or iptables',
@@ -47,25 +48,34 @@ export const command: Command = {
     '  --no-ipv6       IPv4 only (default: dual stack)',
     '  --json          print the report as JSON',
     '  --keep          leave the namespaces up afterwards (prints how to look around and tear down)',
-    '  --prefix P      namespace name prefix (default pwdemo-<pid>-; lowercase letters, digits, -)',
+    '  --prefix P      namespace name prefix (default pwdemo-<pid>-; 2-31 lowercase letters, digits, -)',
     '',
-    'Everything lives in namespaces named pwdemo-<pid>-*; the machine\'s own network is never touched.',
+    'Everything lives in namespaces named pwdemo-<pid>-* (and a run dir in $TMPDIR); the machine\'s own',
+    'network is never touched. After a run was killed (kill -9) or kept: podwire cleanup [--prefix P].',
     'Needs root (or CAP_NET_ADMIN + CAP_SYS_ADMIN). Exits non-zero if any check failed.',
   ].join('\n'),
   async run(argv) {
     const args = parseArgs(argv, { booleans: ['cni', 'json', 'keep', 'no-ipv6'], strings: ['pods', 'backend', 'prefix'] });
     const prefix = args.values.get('prefix');
-    if (prefix !== undefined && !/^[a-z][a-z0-9-]{0,39}$/.test(prefix)) throw new UsageError(`--prefix must be lowercase letters, digits and -, got ${prefix}`);
+    if (prefix !== undefined && !isSafePrefix(prefix)) throw new UsageError(`--prefix must be 2-31 lowercase letters, digits and - (starting with a letter or digit), got ${JSON.stringify(prefix)}`);
     const podsText = args.values.get('pods') ?? '20';
     if (!/^\d+$/.test(podsText)) throw new UsageError(`--pods must be a number, got ${podsText}`);
     const pods = Number(podsText);
     if (pods < 1 || pods > 5000) throw new UsageError('--pods must be between 1 and 5000');
     const backend = args.values.get('backend') ?? 'nftables';
     if (backend !== 'nftables' && backend !== 'iptables') throw new UsageError(`--backend must be nftables or iptables, got ${backend}`);
+    if (args.positionals.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
     if (args.flags.has('cni') && !cniAvailable()) throw new UsageError('--cni needs the bridge and host-local plugins in /usr/lib/cni (Debian: containernetworking-plugins)');
-    if (args.positionals.length) throw new UsageError(`unexpected argument ${args.positionals[0]}`);
     const json = args.flags.has('json');
     const tty = process.stderr.isTTY === true && !json;
+    if (prefix === undefined) {
+      // Leftovers of killed default runs do not collide with this one (their names carry another pid):
+      // say how to remove them, but leave them alone (a --keep run's namespaces are kept on purpose).
+      const left = findLeftovers(DEMO_PREFIX_FAMILY);
+      if (left.netns.length || left.dirs.length) {
+        process.stderr.write(`podwire demo: earlier runs left ${left.netns.length} namespaces and ${left.dirs.length} directories behind; remove them with \`podwire cleanup\`\n`);
+      }
+    }
     const ac = new AbortController();
     // Stay subscribed until the end: a second Ctrl-C must not kill the teardown half-way.
     const onSignal = () => {

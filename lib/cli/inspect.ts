@@ -1,6 +1,6 @@
 // `podwire inspect`: links, addresses, routes and policy rules of a netns.
 import { Netns } from '../net/netns/netns.js';
-import { parseArgs } from './args.js';
+import { noExtraPositionals, parseArgs } from './args.js';
 import type { Command } from './main.js';
 import { table } from './table.js';
 
@@ -16,6 +16,7 @@ export const command: Command = {
   ].join('\n'),
   async run(argv) {
     const args = parseArgs(argv, { booleans: ['json'], strings: ['netns'] });
+    noExtraPositionals(args);
     const ref = args.values.get('netns');
     const ns = ref === undefined ? Netns.current() : Netns.resolve(ref);
     try {

@@ -1,12 +1,13 @@
 // `podwire ipset ...`: ipset sets of a netns over netlink, for scripts in
 // privileged containers that have no ipset binary. `save` prints text that
 // `ipset restore` accepts.
-import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { formatCreateLine, formatEntry, formatSave, IPSET_TYPES, parseEntryText, type IpsetList, type IpsetType } from '../net/ipset/codec.js';
 import type { IpsetCreateOptions, IpsetEntry } from '../net/ipset/ipset.js';
 import { Netns } from '../net/netns/netns.js';
 import { parseArgs, UsageError } from './args.js';
 import type { Command } from './main.js';
+import { MAX_INPUT_BYTES, readInput } from './read-input.js';
 
 const USAGE = [
   'Usage: podwire ipset <command> [--netns NAME|PATH|PID] ...',
@@ -22,7 +23,7 @@ const USAGE = [
   '  test SET ENTRY                        exit 0 when present, 1 when not',
   '',
   '  ENTRY: 10.0.0.1  fd00::1  10.0.0.0/24  10.0.0.1,tcp:80  10.0.0.1,80 (tcp)',
-  '  --file: one ENTRY per line (blank lines and # comments skipped); sent in batches',
+  `  --file: one ENTRY per line (blank lines and # comments skipped; at most ${MAX_INPUT_BYTES / 1024 / 1024} MiB; - is stdin); sent in batches`,
   '  --netns X: a name under /run/netns, a path to a netns file, or a pid (default: this process\'s netns)',
 ].join('\n');
 
@@ -46,9 +47,25 @@ function int(v: string | undefined, what: string): number | undefined {
   return Number(v);
 }
 
-function readEntries(file: string): string[] {
-  const text = readFileSync(file === '-' ? 0 : file, 'utf8');
+async function readEntries(file: string): Promise<string[]> {
+  const text = await readInput(file, { what: 'ipset entry file' });
   return text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+}
+
+/** An ENTRY as the user wrote it, checked for shape, address and ranges (a bad one is a usage error). */
+function entryFromText(text: string): IpsetEntry {
+  let e: IpsetEntry;
+  try {
+    e = parseEntryText(text);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const family = isIP(e.address);
+  if (family === 0) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: ${JSON.stringify(e.address)} is not an IP address`);
+  if (e.cidr !== undefined && e.cidr > (family === 4 ? 32 : 128)) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: prefix length ${e.cidr} out of range`);
+  if (e.port !== undefined && e.port > 65535) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: port ${e.port} out of range`);
+  if (e.proto !== undefined && !['tcp', 'udp', 'sctp', 'udplite'].includes(e.proto)) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: unknown protocol ${e.proto}`);
+  return e;
 }
 
 function formatList(s: IpsetList): string {
@@ -80,6 +97,7 @@ export const command: Command = {
     const args = parseArgs(argv, {
       booleans: ['json', 'exist', ...(commentTakesText ? [] : ['comment'])],
       strings: [...STRING_OPTIONS, ...(commentTakesText ? ['comment'] : [])],
+      allowEmpty: ['comment'],
     });
     const [sub, ...pos] = args.positionals as [string, ...string[]];
     const needSet = (n = 1) => {
@@ -109,7 +127,7 @@ export const command: Command = {
       if (!(IPSET_TYPES as readonly string[]).includes(type)) throw new UsageError(`TYPE must be one of ${IPSET_TYPES.join(', ')}`);
       const family = args.values.get('family') ?? 'inet';
       if (family !== 'inet' && family !== 'inet6') throw new UsageError('--family must be inet or inet6');
-      create = { type: type as IpsetType, family };
+      create = { type: type as IpsetType, family: family === 'inet' ? 4 : 6 };
       if (args.flags.has('comment')) create.comment = true;
       const timeout = int(args.values.get('timeout'), 'timeout');
       const maxelem = int(args.values.get('maxelem'), 'maxelem');
@@ -119,14 +137,13 @@ export const command: Command = {
       if (hashsize !== undefined) create.hashsize = hashsize;
     } else if (sub === 'add' || sub === 'del' || sub === 'test') {
       needSet();
-      const texts = [...pos.slice(1), ...(args.values.has('file') ? readEntries(args.values.get('file')!) : [])];
+      const texts = [...pos.slice(1), ...(args.values.has('file') ? await readEntries(args.values.get('file')!) : [])];
       if (texts.length === 0) throw new UsageError(`${sub} needs at least one ENTRY`);
       if (sub === 'test' && texts.length !== 1) throw new UsageError('test takes exactly one ENTRY');
       const comment = args.values.get('comment');
       const timeout = int(args.values.get('timeout'), 'timeout');
       entries = texts.map((t) => {
-        if (comment === undefined && timeout === undefined) return t;
-        const e = parseEntryText(t);
+        const e = entryFromText(t);
         if (comment !== undefined) e.comment = comment;
         if (timeout !== undefined) e.timeout = timeout;
         return e;

@@ -11,6 +11,7 @@ export interface Command {
 // One line per subcommand: its module (which exports `command: Command`) and
 // a one-line summary for `podwire --help` (kept here so help loads nothing).
 const COMMANDS: Record<string, { load: () => Promise<{ command: Command }>; summary: string }> = {
+  cleanup: { load: () => import('./cleanup.js'), summary: 'remove what a killed demo (or test run) left behind: netns, mounts, temp dirs' },
   demo: { load: () => import('./demo.js'), summary: 'a whole mesh node on this machine, proven with real traffic' },
   inspect: { load: () => import('./inspect.js'), summary: 'links, addresses, routes and policy rules of a netns' },
   ipset: { load: () => import('./ipset.js'), summary: 'create, fill, list and save ipsets of a netns (netlink)' },
@@ -53,7 +54,7 @@ export async function main(argv: string[]): Promise<number> {
     return await command.run(rest);
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`podwire ${name}: ${err.message}\n\n${command.usage}\n`);
+      process.stderr.write(`podwire ${name}: ${err.message}\n${err.showUsage ? `\n${command.usage}\n` : ''}`);
       return 2;
     }
     const e = err as { message?: string; code?: string; op?: string };

@@ -1,12 +1,12 @@
 // `podwire nft`: apply an nft script inside a netns (one atomic transaction),
 // list a netns's ruleset, delete a table that may be missing.
-import { readFileSync } from 'node:fs';
 import { Netns } from '../net/netns/netns.js';
 import { nft } from '../net/nft/tool.js';
 import { validateTable, type TableRef } from '../net/nft/transaction.js';
 import { ToolError } from '../net/tool-error.js';
 import { parseArgs, UsageError } from './args.js';
 import type { Command } from './main.js';
+import { MAX_INPUT_BYTES, readInput } from './read-input.js';
 
 const USAGE = [
   'Usage: podwire nft apply --netns X [--check] FILE|-',
@@ -19,14 +19,9 @@ const USAGE = [
   '  --table     list: only this table (FAMILY is ip, ip6, inet, arp, bridge or netdev)',
   '  --json      list: print the parsed ruleset as JSON instead of nft\'s text',
   '',
-  'FILE "-" reads the script from stdin. Errors name the script line nft rejected.',
+  `FILE "-" reads the script from stdin; at most ${MAX_INPUT_BYTES / 1024 / 1024} MiB are read (more: exit 2).`,
+  'Errors name the script line nft rejected.',
 ].join('\n');
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 function netns(ref: string | undefined, required: boolean): Netns {
   if (ref === undefined) {
@@ -63,9 +58,10 @@ export const command: Command = {
         const args = parseArgs(rest, { booleans: ['check'], strings: ['netns'] });
         if (args.positionals.length !== 1) throw new UsageError('apply takes exactly one FILE (or - for stdin)');
         const file = args.positionals[0]!;
+        if (!args.values.has('netns')) throw new UsageError('--netns is required');
+        const script = await readInput(file, { what: 'nft script' });
         const ns = netns(args.values.get('netns'), true);
         try {
-          const script = file === '-' ? await readStdin() : readFileSync(file, 'utf8');
           await nft.apply(ns, script, { check: args.flags.has('check') });
           return 0;
         } catch (err) {

@@ -2,6 +2,7 @@
 // exactly the text that would be applied (iptables-restore input, v4 then v6;
 // or the nft script), so users can diff and dry-run. apply/verify/remove act
 // on a netns through the engine (lib/redirect/apply.ts).
+import { isIP } from 'node:net';
 import { Netns } from '../net/netns/netns.js';
 import {
   apply, hostProbeRules, inpodConfigFromPod, inpodRules, remove, sidecarConfigFromPod, sidecarRules, toIptablesText, toNft, verify,
@@ -27,17 +28,32 @@ function keyValues(list: string[] | undefined, flag: string): Record<string, str
 function intFlag(args: ParsedArgs, name: string): number | undefined {
   const v = args.values.get(name);
   if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new UsageError(`--${name} takes a non-negative integer, got ${JSON.stringify(v)}`);
+  if (!/^\d{1,10}$/.test(v) || Number(v) > 0xffffffff - 1) throw new UsageError(`--${name} takes a user or group id (0..4294967294), got ${JSON.stringify(v)}`);
   return Number(v);
 }
+
+// Which model flags each kind reads; any other is a usage error, not silently ignored.
+const KIND_FLAGS: Record<(typeof KINDS)[number], string[]> = {
+  inpod: ['ipv6', 'dns-capture', 'no-dns-capture', 'ingress-bypass', 'virtual-interfaces', 'snat-ip', 'snat-ipv6', 'annotation'],
+  hostprobe: ['ipv6', 'snat-ip', 'snat-ipv6', 'kubelet-uid'],
+  sidecar: ['ipv6', 'annotation', 'proxy-uid', 'proxy-gid', 'proxy-env'],
+};
+const MODEL_FLAGS = [...new Set(Object.values(KIND_FLAGS).flat())];
+
+const given = (args: ParsedArgs, name: string) => args.flags.has(name) || args.values.has(name) || args.lists.has(name);
 
 /** Builds the rule model the flags describe. */
 export function modelFromArgs(args: ParsedArgs): RuleModel {
   const kind = args.values.get('kind');
   if (!KINDS.includes(kind as never)) throw new UsageError(`--kind must be one of ${KINDS.join('|')}`);
+  for (const f of MODEL_FLAGS) {
+    if (given(args, f) && !KIND_FLAGS[kind as (typeof KINDS)[number]].includes(f)) throw new UsageError(`--${f} does not apply to --kind ${kind}`);
+  }
   const ipv6 = args.flags.has('ipv6');
   const snatIp = args.values.get('snat-ip');
   const snatIpv6 = args.values.get('snat-ipv6');
+  if (snatIp !== undefined && isIP(snatIp) !== 4) throw new UsageError(`--snat-ip needs an IPv4 address, got ${JSON.stringify(snatIp)}`);
+  if (snatIpv6 !== undefined && isIP(snatIpv6) !== 6) throw new UsageError(`--snat-ipv6 needs an IPv6 address, got ${JSON.stringify(snatIpv6)}`);
   const annotations = keyValues(args.lists.get('annotation'), 'annotation');
   if (kind === 'hostprobe') {
     const kubeletUid = intFlag(args, 'kubelet-uid');
@@ -59,7 +75,12 @@ export function modelFromArgs(args: ParsedArgs): RuleModel {
   });
   if (args.flags.has('ingress-bypass')) cfg.ingressBypass = true;
   const virt = args.values.get('virtual-interfaces');
-  if (virt !== undefined) cfg.virtualInterfaces = [...(cfg.virtualInterfaces ?? []), ...virt.split(',').map((s) => s.trim()).filter(Boolean)];
+  if (virt !== undefined) {
+    const names = virt.split(',').map((s) => s.trim());
+    const bad = names.find((n) => !/^[^\s/]{1,15}$/.test(n));
+    if (bad !== undefined) throw new UsageError(`--virtual-interfaces takes interface names separated by commas, got ${JSON.stringify(virt)}`);
+    cfg.virtualInterfaces = [...(cfg.virtualInterfaces ?? []), ...names];
+  }
   return inpodRules(cfg);
 }
 
@@ -108,6 +129,11 @@ export const command: Command = {
     const backend = args.values.get('backend');
     if (!(action === 'verify' && backend === undefined) && !BACKENDS.includes(backend as never)) {
       throw new UsageError(`--backend must be one of ${BACKENDS.join('|')}`);
+    }
+    const mode = args.values.get('iptables-mode');
+    if (mode !== undefined && mode !== 'legacy' && mode !== 'nft') throw new UsageError('--iptables-mode must be legacy or nft');
+    if (action === 'render') {
+      for (const f of ['netns', 'iptables-mode']) if (args.values.has(f)) throw new UsageError(`--${f} does not apply to render`);
     }
     const model = modelFromArgs(args);
     if (action === 'render') {

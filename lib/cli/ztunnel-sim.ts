@@ -2,16 +2,26 @@
 // demo) without ztunnel. Connects to the node agent's socket, acks every
 // request, opens ztunnel's listeners inside each pod netns and prints one
 // line per event until SIGINT/SIGTERM.
-import { UsageError, parseArgs } from './args.js';
+import { UsageError, noExtraPositionals, parseArgs } from './args.js';
 import type { Command } from './main.js';
 import { ZtunnelPeer } from '../zds/peer.js';
 import { ZTUNNEL_SOCKET_PATH } from '../zds/server.js';
 
-function nonNegative(name: string, v: string | undefined): number | undefined {
+function nonNegative(name: string, v: string | undefined, max = 2 ** 31 - 1): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${name} needs a non-negative integer, got ${JSON.stringify(v)}`);
+  if (!/^\d{1,10}$/.test(v) || n > max) throw new UsageError(`--${name} needs an integer from 0 to ${max}, got ${JSON.stringify(v)}`);
   return n;
+}
+
+/** sun_path holds 108 bytes: a path needs its NUL (107 left), an @abstract name's @ stands for the leading NUL. */
+export function validateSocketName(v: string): string {
+  if (v === '' || v === '@') throw new UsageError(`--socket needs a path or an @abstract name, got ${JSON.stringify(v)}`);
+  if (v.includes('\0')) throw new UsageError('--socket must not contain NUL bytes');
+  const max = v.startsWith('@') ? 108 : 107;
+  const len = Buffer.byteLength(v);
+  if (len > max) throw new UsageError(`--socket is ${len} bytes, longer than a unix socket address holds (${max}): ${v}`);
+  return v;
 }
 
 export const command: Command = {
@@ -37,19 +47,19 @@ export const command: Command = {
       strings: ['socket', 'ack-delay', 'close-after', 'crash-mid-snapshot'],
       repeatable: ['nack'],
     });
-    if (args.positionals.length) throw new UsageError(`unexpected argument ${args.positionals[0]}`);
+    noExtraPositionals(args);
     const json = args.flags.has('json');
     const nacks = args.lists.get('nack') ?? [];
-    const peer = new ZtunnelPeer({
-      path: args.values.get('socket') ?? ZTUNNEL_SOCKET_PATH,
-      listeners: !args.flags.has('no-listeners'),
-      faults: {
-        ackDelayMs: nonNegative('ack-delay', args.values.get('ack-delay')),
-        nackUids: nacks.length ? new Map(nacks.map((u) => [u, `failure to start proxy : nack requested for ${u}`])) : undefined,
-        closeAfterMessages: nonNegative('close-after', args.values.get('close-after')),
-        crashMidSnapshot: nonNegative('crash-mid-snapshot', args.values.get('crash-mid-snapshot')),
-      },
-    });
+    for (const u of nacks) if (/\s/.test(u)) throw new UsageError(`--nack needs a pod UID, got ${JSON.stringify(u)}`);
+    // Every value is checked before the peer starts: it retries connecting forever, so a bad flag must not get that far.
+    const path = validateSocketName(args.values.get('socket') ?? ZTUNNEL_SOCKET_PATH);
+    const faults = {
+      ackDelayMs: nonNegative('ack-delay', args.values.get('ack-delay')),
+      nackUids: nacks.length ? new Map(nacks.map((u) => [u, `failure to start proxy : nack requested for ${u}`])) : undefined,
+      closeAfterMessages: nonNegative('close-after', args.values.get('close-after')),
+      crashMidSnapshot: nonNegative('crash-mid-snapshot', args.values.get('crash-mid-snapshot')),
+    };
+    const peer = new ZtunnelPeer({ path, listeners: !args.flags.has('no-listeners'), faults });
     const print = (event: string, fields: Record<string, unknown>) => {
       if (json) process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), event, ...fields })}\n`);
       else process.stdout.write(`${event}${Object.entries(fields).map(([k, v]) => ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join('')}\n`);

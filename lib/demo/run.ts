@@ -2,9 +2,8 @@
 // in namespaces of its own, runs the real pipeline (rules → ZDS ack → probe
 // set) for every pod against the ztunnel-like peer, proves redirection with
 // real traffic, and tears everything down (unless asked to keep it).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import type { Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NodeDataplane } from '../dataplane/node.js';
 import type { PodInfo } from '../dataplane/types.js';
@@ -15,6 +14,7 @@ import { mapLimit } from '../util/limit.js';
 import { ZtunnelPeer } from '../zds/peer.js';
 import { startApp } from './app.js';
 import { runChecks, type CheckResult } from './checks.js';
+import { collisions, createRunDir, defaultDemoPrefix, ipamDir, isSafePrefix } from './leftovers.js';
 import { pinNeighbours } from './neighbours.js';
 import { buildNode, createPod, describeExternal, removeNetns, type DemoNode, type DemoPod } from './topology.js';
 
@@ -60,11 +60,20 @@ function aborted(signal?: AbortSignal): void {
 export async function runDemo(opts: DemoOptions): Promise<DemoReport> {
   if (!Number.isInteger(opts.pods) || opts.pods < 1 || opts.pods > 5000) throw new RangeError('pods must be 1..5000');
   if (opts.backend !== 'nftables' && opts.backend !== 'iptables') throw new TypeError('backend must be nftables or iptables');
-  const prefix = opts.prefix ?? `pwdemo-${process.pid}-`;
+  const prefix = opts.prefix ?? defaultDemoPrefix();
+  if (!isSafePrefix(prefix)) throw new RangeError(`prefix must be 2-31 lowercase letters, digits and -, got ${JSON.stringify(prefix)}`);
+  // Never build over (and then, on failure, tear down) what another run made.
+  const taken = collisions(prefix);
+  if (taken.length) {
+    throw Object.assign(new Error(`an earlier run with prefix ${prefix} left ${taken.slice(0, 3).join(', ')}${taken.length > 3 ? ` and ${taken.length - 3} more` : ''} behind; `
+      + `remove it with \`podwire cleanup --prefix ${prefix}\` (it skips runs that are still going)`), { code: 'ERR_DEMO_LEFTOVERS', leftovers: taken });
+  }
   const ipv6 = opts.ipv6 ?? true;
   const concurrency = opts.concurrency ?? 8;
   const progress = opts.progress ?? (() => undefined);
-  const socketDir = mkdtempSync(join(tmpdir(), 'pwdemo-'));
+  // The run dir (ZDS socket + the marker naming this process) exists before anything else and goes last:
+  // `podwire cleanup` uses it to tell a live run from the leftovers of a killed one.
+  const socketDir = createRunDir(prefix);
   const socketPath = join(socketDir, 'ztunnel.sock');
 
   // Everything started is recorded here and torn down in reverse order;
@@ -81,7 +90,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoReport> {
     progress('building node', 0, opts.pods);
     let built = 0;
     const node: DemoNode = await buildNode({
-      prefix, pods: opts.pods, concurrency, cni: opts.cni === true,
+      prefix, pods: opts.pods, concurrency, cni: opts.cni === true, cniDataDir: ipamDir(prefix),
       onPod: () => progress('building node', ++built, opts.pods),
     });
     onCleanup(() => node.teardown(), true);
@@ -155,7 +164,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoReport> {
           `podwire inspect --netns ${node.nodeName}`,
           `ip netns exec ${node.pods[0]!.netnsName} nft list ruleset    # or iptables-save`,
           `podwire rules verify --kind inpod --backend ${opts.backend} --ipv6 --netns ${node.pods[0]!.netnsName}`,
-          `ip netns list | grep '^${prefix}' | cut -d' ' -f1 | xargs -rn1 ip netns del    # tear down`,
+          `podwire cleanup --prefix ${prefix}    # tear down`,
         ],
       };
     }

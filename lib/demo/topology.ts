@@ -3,10 +3,10 @@
 // default routes via the bridge. Nothing is created in the machine's own
 // netns; teardown removes every namespace (and with it every link).
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { Netns } from '../net/netns/netns.js';
 import { mapLimit } from '../util/limit.js';
 import { createPodWithCni } from './cni.js';
+import { ipamDir } from './leftovers.js';
 
 export const BRIDGE = 'pwbr0';
 export const NODE_V4 = '10.244.0.1';
@@ -75,7 +75,7 @@ export async function createNode(prefix: string, opts: { bridge?: boolean } = {}
     return { node, nodeName };
   } catch (err) {
     node.close();
-    Netns.remove(nodeName);
+    await removeNetns(nodeName);
     throw err;
   }
 }
@@ -109,9 +109,9 @@ export function describeExternal(prefix: string): DemoPod {
 }
 
 /** Removes a namespace by name if it exists. */
-export function removeNetns(name: string): void {
+export async function removeNetns(name: string): Promise<void> {
   try {
-    Netns.remove(name);
+    await Netns.remove(name);
   } catch {
     // already gone
   }
@@ -129,14 +129,14 @@ export async function buildNode(opts: {
 }): Promise<DemoNode> {
   const { node, nodeName } = await createNode(opts.prefix, { bridge: !opts.cni });
   const pods = Array.from({ length: opts.pods }, (_, i) => describePod(opts.prefix, i));
-  const dataDir = opts.cniDataDir ?? join('/tmp', `${opts.prefix}cni-ipam`);
+  const dataDir = opts.cniDataDir ?? ipamDir(opts.prefix);
   let tornDown = false;
   const teardown = async () => {
     if (tornDown) return;
     tornDown = true;
-    for (const p of pods) removeNetns(p.netnsName);
+    for (const p of pods) await removeNetns(p.netnsName);
     node.close();
-    removeNetns(nodeName);
+    await removeNetns(nodeName);
     if (opts.cni) rmSync(dataDir, { recursive: true, force: true });
   };
   try {

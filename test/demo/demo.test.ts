@@ -79,7 +79,7 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ipset'))('podwire demo',
       }
     } finally {
       for (const ns of opened) ns.close();
-      removeNetns(ext.netnsName);
+      await removeNetns(ext.netnsName);
       await node.teardown();
     }
     expect(leftovers(prefix)).toEqual([]);
