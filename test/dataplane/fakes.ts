@@ -1,5 +1,6 @@
 // In-memory stand-ins for the dataplane's subsystems, for fast tests of the
 // pipeline's logic beside the real-kernel ones. Each records what it was asked.
+import { Dataplane } from '../../lib/dataplane/dataplane.js';
 import type { Netns } from '../../lib/net/netns/netns.js';
 import type { DriftReport, PodInfo, ProbeEntry, ProbeSet, RuleBackend, ZtunnelSink } from '../../lib/dataplane/types.js';
 
@@ -88,4 +89,14 @@ export class FakeProbes implements ProbeSet {
   async flush(): Promise<void> {
     this.entries.clear();
   }
+}
+
+/** A Dataplane over the three fakes, collecting its warnings. */
+export function fakeDataplane() {
+  const rules = new FakeRules();
+  const ztunnel = new FakeZtunnel();
+  const probes = new FakeProbes();
+  const warnings: string[] = [];
+  const dp = new Dataplane({ rules, ztunnel, probes, warn: (m) => warnings.push(m) });
+  return { dp, rules, ztunnel, probes, warnings };
 }

@@ -10,19 +10,12 @@ import type { PodInfo } from '../../lib/dataplane/types.js';
 import { Netns } from '../../lib/net/netns/netns.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
-import { FakeProbes, FakeRules, FakeZtunnel } from './fakes.js';
+import { fakeDataplane, FakeProbes, FakeRules, FakeZtunnel } from './fakes.js';
 
 const pod = (i: number, ips = [`10.1.0.${i}`]): PodInfo => ({ uid: `uid-${i}`, name: `p${i}`, namespace: 'default', ips });
 const fdCount = () => readdirSync('/proc/self/fd').length;
 
-function setup() {
-  const rules = new FakeRules();
-  const ztunnel = new FakeZtunnel();
-  const probes = new FakeProbes();
-  const warnings: string[] = [];
-  const dp = new Dataplane({ rules, ztunnel, probes, warn: (m) => warnings.push(m) });
-  return { dp, rules, ztunnel, probes, warnings };
-}
+const setup = fakeDataplane;
 
 describe('KeyedLock', () => {
   it('serialises one key and overlaps different keys', async () => {

@@ -8,20 +8,13 @@ import { IpsetProbeSet } from '../../lib/dataplane/probe-set-ipset.js';
 import type { PodInfo, ProbeEntry } from '../../lib/dataplane/types.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
-import { FakeProbes, FakeRules, FakeZtunnel } from './fakes.js';
+import { fakeDataplane, FakeProbes, FakeRules, FakeZtunnel } from './fakes.js';
 
 const pod = (i: number, ips = [`10.1.${i >> 8}.${i & 255}`]): PodInfo => ({ uid: `uid-${i}`, name: `p${i}`, namespace: 'default', ips });
 const fdCount = () => readdirSync('/proc/self/fd').length;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function setup() {
-  const rules = new FakeRules();
-  const ztunnel = new FakeZtunnel();
-  const probes = new FakeProbes();
-  const warnings: string[] = [];
-  const dp = new Dataplane({ rules, ztunnel, probes, warn: (m) => warnings.push(m) });
-  return { dp, rules, ztunnel, probes, warnings };
-}
+const setup = fakeDataplane;
 
 describe.skipIf(!privileged('ipset'))('transactional per-pod state', () => {
   it('a re-enroll with a bad netns path leaves the enrolled pod enrolled, cached and removable', async () => {
