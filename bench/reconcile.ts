@@ -2,7 +2,9 @@
 // set filled) are reconciled by a new agent: every netns re-opened, its
 // rules verified (re-applied only on drift), the probe set refilled and
 // pruned. Measured per path: the wall time of the whole reconcile, and the
-// process's peak fds and peak threads while it runs (sampled every 2 ms).
+// process's peak fds (and the transient part: above what the cache holds
+// afterwards, one netns fd per pod) and peak threads while it runs (sampled
+// every 2 ms).
 // Paths: podwire nftables and iptables (bounded: RECONCILE_CONCURRENCY pods
 // at once), podwire nftables with every pod at once (how reconcile ran
 // before it was bounded), and the Istio-style check (`iptables-save` per
@@ -55,19 +57,25 @@ function threads(): number {
   return Number(/^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? NaN);
 }
 
-/** Samples fds and threads every 2 ms while fn runs; returns the peaks over the baseline. */
-async function peaks<T>(fn: () => Promise<T>): Promise<{ value: T; fds: number; threads: number; baseFds: number; baseThreads: number }> {
-  const baseFds = readdirSync('/proc/self/fd').length;
+/**
+ * Samples fds and threads every 2 ms while fn runs. `transientFds`: the peak
+ * above what is held once it is done (each enrolled pod's netns fd stays
+ * open by design: the pod cache holds it).
+ */
+async function peaks<T>(fn: () => Promise<T>): Promise<{ value: T; peakFds: number; transientFds: number; peakThreads: number; baseThreads: number }> {
   const baseThreads = threads();
-  let fds = baseFds;
-  let thr = baseThreads;
-  const timer = setInterval(() => {
-    fds = Math.max(fds, readdirSync('/proc/self/fd').length);
-    thr = Math.max(thr, threads());
-  }, 2);
+  let peakFds = readdirSync('/proc/self/fd').length;
+  let peakThreads = baseThreads;
+  const sample = () => {
+    peakFds = Math.max(peakFds, readdirSync('/proc/self/fd').length);
+    peakThreads = Math.max(peakThreads, threads());
+  };
+  const timer = setInterval(sample, 2);
   try {
     const value = await fn();
-    return { value, fds: fds - baseFds, threads: thr - baseThreads, baseFds, baseThreads };
+    sample();
+    const held = readdirSync('/proc/self/fd').length;
+    return { value, peakFds, transientFds: peakFds - held, peakThreads, baseThreads };
   } finally {
     clearInterval(timer);
   }
@@ -80,7 +88,9 @@ async function measure(path: Path, node: DemoNode): Promise<{ samples: number[];
   await first.close();
   const samples: number[] = [];
   let peakFds = 0;
+  let transientFds = 0;
   let peakThreads = 0;
+  let baseThreads = 0;
   let report: ReconcileReport | undefined;
   const items = node.pods.map((p) => ({ pod: pod(p), netnsPath: p.netnsPath }));
   for (let run = 0; run < RUNS; run++) {
@@ -92,10 +102,12 @@ async function measure(path: Path, node: DemoNode): Promise<{ samples: number[];
     await agent.close();
     report = r.value;
     if (report.failed.length > 0 || !report.complete) throw new Error(`${path.label}: reconcile incomplete: ${JSON.stringify(report.failed.slice(0, 3))}`);
-    peakFds = Math.max(peakFds, r.fds);
-    peakThreads = Math.max(peakThreads, r.threads);
+    peakFds = Math.max(peakFds, r.peakFds);
+    transientFds = Math.max(transientFds, r.transientFds);
+    peakThreads = Math.max(peakThreads, r.peakThreads);
+    baseThreads = r.baseThreads;
   }
-  return { samples, notes: { pods: node.pods.length, runs: RUNS, peakExtraFds: peakFds, peakExtraThreads: peakThreads, repaired: report?.repaired.length ?? 0, probeEntries: report?.probeEntries } };
+  return { samples, notes: { pods: node.pods.length, runs: RUNS, peakFds, transientFds, peakThreads, threadsBefore: baseThreads, repaired: report?.repaired.length ?? 0, probeEntries: report?.probeEntries } };
 }
 
 const series: Series[] = [];
