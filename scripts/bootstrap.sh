@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # g++), CMake for ctest, clang + its compiler-rt (libFuzzer, ASan/UBSan runtimes and
 # <fuzzer/FuzzedDataProvider.h>, Debian's libclang-rt-N-dev) for the fuzz targets.
 packages=(iproute2 iptables ipset nftables containernetworking-plugins util-linux procps coreutils
-          build-essential python3 make g++ cmake pkg-config clang)
+          build-essential python3 make g++ cmake pkg-config clang
+          openssl time)  # the test control plane: its certs, and the build's peak-memory report
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

@@ -71,7 +71,16 @@ if (!existsSync(addon) || statSync(addon).mtimeMs < nativeTime) {
 console.log('> building TypeScript');
 if (run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json']).status !== 0) process.exit(1);
 
-// 3. vitest (its JSON report gives the counts).
+// 3. The test control plane's binaries (kube-apiserver, etcd), built from their Go
+// modules on a machine's first run and cached (scripts/kube/build.mjs); vitest's
+// global setup starts them. A failed build is a failure, never a skip.
+console.log('> kube-apiserver and etcd for the tests (cached after the first build)');
+if (run(process.execPath, [join(root, 'scripts/kube/build.mjs')], { capture: true }).status !== 0) {
+  console.log('> kube: building the control plane failed');
+  process.env.PODWIRE_KUBE_BUILD_FAILED = '1';
+}
+
+// 4. vitest (its JSON report gives the counts).
 const resultsFile = join(root, '.vitest-results.json');
 if (existsSync(resultsFile)) writeFileSync(resultsFile, '{}');
 let mountsBefore = pwtMounts();
@@ -90,7 +99,7 @@ try {
 if (vitest.status !== 0 && failed === 0) failed++;
 failed += checkMounts('vitest', mountsBefore);
 
-// 4. ctest (each native test binary prints `N passed, N failed`).
+// 5. ctest (each native test binary prints `N passed, N failed`).
 mountsBefore = pwtMounts();
 const ctest = run('bash', [join(root, 'scripts/ctest.sh')], { capture: true });
 const counts = [...(ctest.stdout ?? '').matchAll(/^\d+: (\d+) passed, (\d+) failed$/gm)];
@@ -102,7 +111,7 @@ if (ctest.status !== 0 && !counts.some((m) => Number(m[2]) > 0)) failed++;
 
 failed += checkMounts('ctest', mountsBefore);
 
-// 5. Fuzzing, for a bounded time; every target counts as one test. Native libFuzzer targets
+// 6. Fuzzing, for a bounded time; every target counts as one test. Native libFuzzer targets
 // (scripts/fuzz.sh: nft codec, netlink framing; clang + compiler-rt, ASan/UBSan), side by side,
 // PODWIRE_FUZZ_SECONDS each (default 15); then the JS decoder fuzzers (scripts/fuzz-js.mjs:
 // ipset, ZDS), PODWIRE_FUZZ_JS_SECONDS each (default: PODWIRE_FUZZ_SECONDS, else 10).

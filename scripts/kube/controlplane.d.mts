@@ -1,0 +1,37 @@
+// Types of controlplane.mjs (a plain script, so npm scripts run it without a build).
+export const AGENT_NAMESPACE: 'istio-system';
+export const AGENT_SERVICE_ACCOUNT: 'podwire-agent';
+
+export interface ApiResult {
+  status: number;
+  body: any;
+}
+
+export interface ControlPlane {
+  dir: string;
+  /** https://127.0.0.1:PORT */
+  server: string;
+  caFile: string;
+  /** cluster-admin (a static token in system:masters). */
+  adminKubeconfig: string;
+  adminToken: string;
+  /** ServiceAccount istio-system/podwire-agent, bound to ClusterRole podwire-agent. */
+  agentKubeconfig: string;
+  /** The agent's current token (a TokenRequest token). */
+  agentTokenFile: string;
+  etcdEndpoint: string;
+  pids(): { etcd?: number; apiserver?: number };
+  /** One call as admin; PATCH bodies are JSON merge patches. */
+  admin(method: string, path: string, body?: unknown): Promise<ApiResult>;
+  /** Writes a fresh agent token into agentTokenFile and returns it. */
+  rotateAgentToken(): Promise<string>;
+  /** Kills kube-apiserver and starts it again on the same etcd and port (after `downMs`). */
+  restartApiserver(opts?: { downMs?: number }): Promise<void>;
+  /** Compacts etcd at its current revision (older resourceVersions get 410); returns the revision. */
+  compact(): Promise<number>;
+  /** Stops both processes and removes `dir`. */
+  stop(): Promise<void>;
+}
+
+export function startControlPlane(opts: { dir: string; log?: (message: string) => void; detached?: boolean }): Promise<ControlPlane>;
+export function apiCall(server: string, caFile: string, token: string, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<ApiResult>;
