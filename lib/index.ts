@@ -47,3 +47,6 @@ export { NodeDataplane } from './dataplane/node.js';
 export type { NodeDataplaneOptions } from './dataplane/node.js';
 export { EnrollError } from './dataplane/errors.js';
 export type { PodInfo, RuleBackend, ZtunnelSink, ProbeSet } from './dataplane/types.js';
+
+/** Kubernetes: credentials, a client with deadlines and typed errors, informers that restart and relist, pod helpers, events. */
+export * as kube from './kube/index.js';

@@ -27,7 +27,11 @@ export interface ControlPlane {
   rotateAgentToken(): Promise<string>;
   /** Kills kube-apiserver and starts it again on the same etcd and port (after `downMs`). */
   restartApiserver(opts?: { downMs?: number }): Promise<void>;
-  /** Compacts etcd at its current revision (older resourceVersions get 410); returns the revision. */
+  /**
+   * Compacts etcd at its current revision; returns the revision. Lists and gets at older
+   * resourceVersions then get 410; watches are served from the apiserver's watch cache, so a
+   * watch 410 needs compact() followed by restartApiserver().
+   */
   compact(): Promise<number>;
   /** Stops both processes and removes `dir`. */
   stop(): Promise<void>;

@@ -241,7 +241,10 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
       if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
       await startApiserver();
     },
-    /** Compacts etcd at its current revision: older resourceVersions now get 410 Gone. */
+    /**
+     * Compacts etcd at its current revision: lists at older resourceVersions get 410 Gone.
+     * Watches are served from the apiserver's watch cache: for a watch 410, restart it too.
+     */
     async compact() {
       const r = await etcdCall(etcdEndpoint, '/v3/kv/range', { key: Buffer.from('/').toString('base64') });
       const revision = r.header.revision;

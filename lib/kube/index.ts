@@ -1,0 +1,17 @@
+// The kube layer's public surface (re-exported from lib/index.ts as `kube`).
+export { KubeError, KubeConfigError, isKubeError, isNotFound, isConflict, isTransient } from './errors.js';
+export type { KubeErrorCode, KubeConfigErrorCode, KubeVerb } from './errors.js';
+export { KubeCredentials, loadCredentials, loadKubeconfig, inClusterConfig, SERVICEACCOUNT_DIR } from './config.js';
+export type { InClusterOptions, KubeconfigOptions, LoadOptions, TlsMaterial } from './config.js';
+export { KubeClient, USER_AGENT } from './client.js';
+export type { KubeClientOptions, CallOptions, CallTarget } from './client.js';
+export { withRetry } from './retry.js';
+export type { RetryOptions } from './retry.js';
+export { Informer, objectKey } from './informer.js';
+export type { InformerOptions, InformerStats, BackoffOptions } from './informer.js';
+export { PODS, NAMESPACES, NODES, podInformer, namespaceInformer } from './resources.js';
+export type { ResourceSpec, ListQuery, PodInformerOptions } from './resources.js';
+export { getPod, patchPodMetadata, patchPodStatus, annotatePodViaStatus, deletePod } from './pods.js';
+export type { PodRef, MetadataPatch, GetOptions, DeletePodOptions } from './pods.js';
+export { createPodEvent } from './events.js';
+export type { PodEvent, PodIdentity } from './events.js';
