@@ -48,5 +48,5 @@ export type { NodeDataplaneOptions } from './dataplane/node.js';
 export { EnrollError } from './dataplane/errors.js';
 export type { PodInfo, RuleBackend, ZtunnelSink, ProbeSet } from './dataplane/types.js';
 
-/** Kubernetes: credentials, a client with deadlines and typed errors, informers that restart and relist, pod helpers, events. */
-export * as kube from './kube/index.js';
+// Kubernetes (lib/kube) is its own entry, `podwire/kube`: it loads @kubernetes/client-node,
+// which the netns library and the demo do not need.

@@ -14,3 +14,13 @@ describe('package exports', () => {
     expect(podwire.ZTUNNEL_SOCKET_PATH).toBe('/var/run/ztunnel/ztunnel.sock');
   });
 });
+
+describe('package exports: podwire/kube', () => {
+  it('is its own entry, and the root entry does not load client-node', async () => {
+    const kube = await import('../lib/kube/index.js');
+    for (const name of ['KubeClient', 'KubeError', 'loadCredentials', 'Informer', 'podInformer', 'getPod', 'createPodEvent']) {
+      expect(kube, name).toHaveProperty(name);
+    }
+    expect(podwire).not.toHaveProperty('kube');
+  });
+});

@@ -1,4 +1,5 @@
-// The kube layer's public surface (re-exported from lib/index.ts as `kube`).
+// The kube layer's public surface: the package entry `podwire/kube` (not re-exported from
+// lib/index.ts, which must not load client-node).
 export { KubeError, KubeConfigError, isKubeError, isNotFound, isConflict, isTransient } from './errors.js';
 export type { KubeErrorCode, KubeConfigErrorCode, KubeVerb } from './errors.js';
 export { KubeCredentials, loadCredentials, loadKubeconfig, inClusterConfig, SERVICEACCOUNT_DIR } from './config.js';
