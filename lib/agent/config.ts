@@ -1,0 +1,346 @@
+// The node agent's configuration, read the way Istio's install-cni reads it (spec §8.1):
+// a flag given on the command line wins, else the environment variable, else the default.
+// Everything is validated at once: a bad value fails at start with a ConfigError naming the
+// setting and the value, never later as a confusing runtime failure.
+//
+// Flags: Istio's spelling where Istio registers one (`--ztunnel-uds-address`,
+// `--cni-agent-run-dir`, `--monitoring-port`, `--ambient-enabled`, `--log_output_level`,
+// `--log_as_json`); for env-only settings the env name lower-cased with `_` → `-`
+// (`AMBIENT_IPV6` → `--ambient-ipv6`), which is the mapping viper applies between the two.
+import { isIPv4, isIPv6 } from 'node:net';
+import { loadYaml } from '@kubernetes/client-node';
+import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS, type CompiledEnablementSelectors, type EnablementSelector } from '../mesh/enablement.js';
+import type { SelectionPolicy } from '../mesh/decision.js';
+import { parseGoDuration, formatDuration } from './duration.js';
+
+export class ConfigError extends Error {
+  readonly code = 'ERR_AGENT_CONFIG';
+  constructor(
+    /** The env name (`AMBIENT_IPV6`) or flag (`--ambient-ipv6`) the bad value came from. */
+    readonly setting: string,
+    /** The value as given. */
+    readonly value: string,
+    message: string,
+  ) {
+    super(`${setting}=${JSON.stringify(value.length > 200 ? `${value.slice(0, 200)}…` : value)}: ${message}`);
+  }
+
+  static {
+    Object.defineProperty(this.prototype, 'name', { value: 'ConfigError', enumerable: false });
+  }
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'none';
+export type IptablesBinary = '' | 'legacy' | 'nft';
+
+export interface AgentConfig {
+  /** NODE_NAME: this node; the Pod informer is field-selected on it. Required. */
+  nodeName: string;
+  podName: string;
+  podNamespace: string;
+  systemNamespace: string;
+  revision: string;
+  ambientEnabled: boolean;
+  /** AMBIENT_ENABLEMENT_SELECTOR as given (or the chart default) and compiled. */
+  enablementSelectors: readonly EnablementSelector[];
+  selectors: CompiledEnablementSelectors;
+  excludeNamespaces: readonly string[];
+  dnsCapture: boolean;
+  ipv6: boolean;
+  reconcilePodRulesOnStartup: boolean;
+  disableSafeUpgrade: boolean;
+  hostProbeSnatIp: string;
+  hostProbeSnatIpv6: string;
+  ztunnelUdsAddress: string;
+  cniAgentRunDir: string;
+  nativeNftables: boolean;
+  forceIptablesBinary: IptablesBinary;
+  useScopedXtablesLocking: boolean;
+  enableAwsBranchEniProbe: boolean;
+  allowSwitchToHostNs: boolean;
+  monitoringPort: number;
+  /** --log_output_level as scope → level; `default` is the level of unnamed scopes. */
+  logOutputLevel: Readonly<Record<string, LogLevel>>;
+  logAsJson: boolean;
+  /** podwire: period of the drift check over enrolled pods, ms; 0 = off. */
+  driftCheckIntervalMs: number;
+  /** podwire: where the host's /proc is mounted (netns discovery, host netns identity). */
+  hostProcRoot: string;
+}
+
+type Key = Exclude<keyof AgentConfig, 'selectors'>;
+
+interface Setting {
+  key: Key;
+  /** Environment variable; absent for flag-only settings (Istio's logging flags). */
+  env?: string;
+  flag: string;
+  /** Default as text, parsed like any value (so the table is also the help text). */
+  default: string;
+  /** The upstream binary's own default, where it differs from `default` (see `note`). */
+  upstreamDefault?: string;
+  /** A setting podwire adds (not in Istio). */
+  podwire?: boolean;
+  boolean?: boolean;
+  /** Whether an empty value means "empty" rather than "the default". */
+  emptyIsValue?: boolean;
+  description: string;
+  parse(raw: string): unknown;
+}
+
+/** What parse() functions throw; turned into a ConfigError naming the setting and value. */
+class Bad extends Error {}
+
+// strconv.ParseBool. Viper's GetBool turns anything else into false silently; intended
+// behaviour: reject it (AMBIENT_IPV6=yes must not mean "off").
+function bool(raw: string): boolean {
+  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(raw)) return true;
+  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(raw)) return false;
+  throw new Bad('is not a boolean (true/false, 1/0, t/f)');
+}
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+function namespaceName(raw: string): string {
+  if (raw.length > 63 || !DNS1123_LABEL.test(raw)) throw new Bad('is not a namespace name (DNS-1123 label)');
+  return raw;
+}
+
+function objectName(raw: string): string {
+  if (raw.length > 253 || !DNS1123_SUBDOMAIN.test(raw)) throw new Bad('is not a Kubernetes object name (DNS-1123 subdomain)');
+  return raw;
+}
+
+function optional(check: (raw: string) => string) {
+  return (raw: string) => (raw === '' ? '' : check(raw));
+}
+
+function absPath(raw: string): string {
+  if (!raw.startsWith('/')) throw new Bad('must be an absolute path');
+  if (raw.includes('\0')) throw new Bad('must not contain NUL');
+  return raw.length > 1 ? raw.replace(/\/+$/, '') : raw;
+}
+
+// sun_path is 108 bytes with the terminating NUL: a longer path cannot be bound at all.
+const SUN_PATH_MAX = 107;
+function socketPath(raw: string, what = 'the socket path'): string {
+  const p = absPath(raw);
+  if (Buffer.byteLength(p) > SUN_PATH_MAX) throw new Bad(`${what} is longer than ${SUN_PATH_MAX} bytes (unix socket limit)`);
+  return p;
+}
+
+function runDir(raw: string): string {
+  const dir = absPath(raw);
+  socketPath(`${dir}/pluginevent.sock`, `${dir === '/' ? '' : dir}/pluginevent.sock`);
+  return dir;
+}
+
+function port(raw: string): number {
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) < 1 || Number(raw) > 65535) throw new Bad('is not a port number (1–65535)');
+  return Number(raw);
+}
+
+function ip4(raw: string): string {
+  if (!isIPv4(raw)) throw new Bad('is not an IPv4 address');
+  return raw;
+}
+
+function ip6(raw: string): string {
+  if (!isIPv6(raw)) throw new Bad('is not an IPv6 address');
+  return raw;
+}
+
+function oneOf<T extends string>(values: readonly T[]) {
+  return (raw: string): T => {
+    if (!(values as readonly string[]).includes(raw)) throw new Bad(`must be one of ${values.map((v) => (v === '' ? '""' : v)).join(', ')}`);
+    return raw as T;
+  };
+}
+
+// Comma-separated, exact names. Blanks around names are trimmed and empty items dropped
+// (Helm joins with ","; a stray space must not silently defeat an exclusion).
+function namespaceList(raw: string): string[] {
+  return [...new Set(raw.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
+}
+
+function selectors(raw: string): EnablementSelector[] {
+  // Empty and YAML null decode to a nil list upstream: no selector, nothing selected.
+  if (['', 'null', 'Null', 'NULL', '~'].includes(raw.trim())) return [];
+  let doc: unknown;
+  try {
+    doc = loadYaml(raw);
+  } catch (err) {
+    // loadYaml refuses documents that load as a falsy scalar (`null`, `false`, `0`).
+    const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    throw new Bad(`is not a YAML list of {podSelector, namespaceSelector}: ${reason}`);
+  }
+  if (!Array.isArray(doc)) throw new Bad('must be a YAML (or JSON) list of {podSelector, namespaceSelector}');
+  try {
+    compileEnablementSelectors(doc);
+  } catch (err) {
+    throw new Bad(err instanceof Error ? err.message : String(err));
+  }
+  return doc as EnablementSelector[];
+}
+
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal', 'none'] as const;
+// Istio's --log_output_level: `level` or `scope:level`, comma-separated; a bare level sets `default`.
+function logOutputLevel(raw: string): Record<string, LogLevel> {
+  const out: Record<string, LogLevel> = {};
+  for (const item of raw.split(',')) {
+    const part = item.trim();
+    if (part === '') continue;
+    const colon = part.lastIndexOf(':');
+    const scope = colon < 0 ? 'default' : part.slice(0, colon);
+    const level = colon < 0 ? part : part.slice(colon + 1);
+    if (scope === '') throw new Bad(`${JSON.stringify(part)} has an empty scope`);
+    if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Bad(`${JSON.stringify(part)}: level must be one of ${LOG_LEVELS.join(', ')}`);
+    out[scope] = level as LogLevel;
+  }
+  return out;
+}
+
+const MIN_DRIFT_INTERVAL_MS = 1000;
+function driftInterval(raw: string): number {
+  let ms: number;
+  try {
+    ms = parseGoDuration(raw);
+  } catch (err) {
+    throw new Bad((err as Error).message);
+  }
+  if (ms < 0) throw new Bad('must not be negative (0 turns the drift check off)');
+  if (ms !== 0 && ms < MIN_DRIFT_INTERVAL_MS) throw new Bad('must be 0 (off) or at least 1s');
+  return ms;
+}
+
+/**
+ * Every setting, in help order. Defaults: Istio's registered default for settings with a flag;
+ * for Istio's env-only settings (no registered default, viper's zero value) the value the
+ * istio-cni chart sets, which is what every Istio install runs with (`upstreamDefault` shows
+ * the binary's zero value where it differs).
+ */
+export const SETTINGS: readonly Setting[] = [
+  { key: 'nodeName', env: 'NODE_NAME', flag: '--node-name', default: '', description: 'this node\'s name (required): the Pod informer watches spec.nodeName=<it>', parse: objectName },
+  { key: 'podName', env: 'POD_NAME', flag: '--pod-name', default: '', description: 'the agent\'s own pod name (from the downward API)', parse: optional(objectName) },
+  { key: 'podNamespace', env: 'POD_NAMESPACE', flag: '--pod-namespace', default: '', description: 'the agent\'s own namespace; its istio-cni-node-* pods are never enrolled', parse: optional(namespaceName) },
+  { key: 'systemNamespace', env: 'SYSTEM_NAMESPACE', flag: '--system-namespace', default: 'istio-system', description: 'Istio\'s namespace: pods labelled app=ztunnel there are ztunnel and never enrolled', parse: namespaceName },
+  { key: 'revision', env: 'REVISION', flag: '--revision', default: '', description: 'Istio control-plane revision this agent belongs to', parse: (r) => r },
+  { key: 'ambientEnabled', env: 'AMBIENT_ENABLED', flag: '--ambient-enabled', default: 'false', boolean: true, description: 'run the ambient node agent (informers, ZDS server, host probe rules)', parse: bool },
+  {
+    key: 'enablementSelectors', env: 'AMBIENT_ENABLEMENT_SELECTOR', flag: '--ambient-enablement-selector', emptyIsValue: true,
+    default: JSON.stringify(DEFAULT_ENABLEMENT_SELECTORS), upstreamDefault: '(empty: selects nothing)',
+    description: 'YAML/JSON list of {podSelector, namespaceSelector} label selectors choosing ambient pods; "[]" selects none',
+    parse: selectors,
+  },
+  { key: 'excludeNamespaces', env: 'EXCLUDE_NAMESPACES', flag: '--exclude-namespaces', emptyIsValue: true, default: 'kube-system', upstreamDefault: '', description: 'comma-separated namespaces never enrolled (exact names)', parse: namespaceList },
+  { key: 'dnsCapture', env: 'AMBIENT_DNS_CAPTURE', flag: '--ambient-dns-capture', default: 'true', upstreamDefault: 'false', boolean: true, description: 'redirect pod DNS (UDP/TCP 53) to ztunnel\'s 15053; per pod: ambient.istio.io/dns-capture', parse: bool },
+  { key: 'ipv6', env: 'AMBIENT_IPV6', flag: '--ambient-ipv6', default: 'true', upstreamDefault: 'false', boolean: true, description: 'also program IPv6 rules in pods and on the host', parse: bool },
+  { key: 'reconcilePodRulesOnStartup', env: 'AMBIENT_RECONCILE_POD_RULES_ON_STARTUP', flag: '--ambient-reconcile-pod-rules-on-startup', default: 'true', upstreamDefault: 'false', boolean: true, description: 're-apply in-pod rules of every enrolled pod at start (repairs drift and old-version rules)', parse: bool },
+  { key: 'disableSafeUpgrade', env: 'AMBIENT_DISABLE_SAFE_UPGRADE', flag: '--ambient-disable-safe-upgrade', default: 'false', boolean: true, description: 'always clean up on shutdown, even when the DaemonSet is only being upgraded', parse: bool },
+  { key: 'hostProbeSnatIp', env: 'HOST_PROBE_SNAT_IP', flag: '--host-probe-snat-ip', default: '169.254.7.127', description: 'IPv4 source address kubelet probes are SNATed to, so pods let them bypass ztunnel', parse: ip4 },
+  { key: 'hostProbeSnatIpv6', env: 'HOST_PROBE_SNAT_IPV6', flag: '--host-probe-snat-ipv6', default: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff', description: 'IPv6 source address kubelet probes are SNATed to', parse: ip6 },
+  { key: 'ztunnelUdsAddress', env: 'ZTUNNEL_UDS_ADDRESS', flag: '--ztunnel-uds-address', default: '/var/run/ztunnel/ztunnel.sock', description: 'unix socket the agent serves ZDS on for ztunnel', parse: (r) => socketPath(r) },
+  { key: 'cniAgentRunDir', env: 'CNI_AGENT_RUN_DIR', flag: '--cni-agent-run-dir', default: '/var/run/istio-cni', description: 'directory of the plugin sockets (pluginevent.sock, log.sock) and the plugin kubeconfig', parse: runDir },
+  { key: 'nativeNftables', env: 'NATIVE_NFTABLES', flag: '--native-nftables', default: 'false', boolean: true, description: 'program rules with nftables instead of iptables', parse: bool },
+  { key: 'forceIptablesBinary', env: 'FORCE_IPTABLES_BINARY', flag: '--force-iptables-binary', default: '', description: 'iptables backend to use instead of detecting it: legacy or nft (ignored with nftables)', parse: oneOf(['', 'legacy', 'nft'] as const) },
+  { key: 'useScopedXtablesLocking', env: 'AMBIENT_USE_SCOPED_XTABLES_LOCKING', flag: '--ambient-use-scoped-xtables-locking', default: 'true', boolean: true, description: 'take a per-pod xtables lock instead of the host\'s /run/xtables.lock for in-pod rules', parse: bool },
+  { key: 'enableAwsBranchEniProbe', env: 'AMBIENT_ENABLE_AWS_BRANCH_ENI_PROBE', flag: '--ambient-enable-aws-branch-eni-probe', default: 'true', boolean: true, description: 'add the probe routing rules AWS VPC-CNI branch-ENI pods need', parse: bool },
+  { key: 'allowSwitchToHostNs', env: 'ALLOW_SWITCH_TO_HOST_NS', flag: '--allow-switch-to-host-ns', default: 'false', boolean: true, description: 'the agent is not in the host netns: host work enters <proc root>/1/ns/net', parse: bool },
+  { key: 'monitoringPort', env: 'MONITORING_PORT', flag: '--monitoring-port', default: '15014', description: 'port of the Prometheus /metrics endpoint', parse: port },
+  { key: 'logOutputLevel', flag: '--log_output_level', default: 'default:info', emptyIsValue: true, description: 'log levels: level or scope:level, comma-separated (e.g. cni-agent:debug,cni-plugin:info)', parse: logOutputLevel },
+  { key: 'logAsJson', flag: '--log_as_json', default: 'false', boolean: true, description: 'write logs as JSON lines', parse: bool },
+  { key: 'driftCheckIntervalMs', env: 'AMBIENT_DRIFT_CHECK_INTERVAL', flag: '--ambient-drift-check-interval', default: '60s', podwire: true, description: 'podwire: how often enrolled pods\' rules, netns and probe entries are verified (Go duration; 0 = off)', parse: driftInterval },
+  { key: 'hostProcRoot', env: 'HOST_PROC_ROOT', flag: '--host-proc-root', default: '/host/proc', podwire: true, description: 'podwire: the host\'s /proc as mounted in the agent (netns discovery, host netns identity)', parse: absPath },
+];
+
+const BY_FLAG = new Map(SETTINGS.map((s) => [s.flag, s]));
+
+export interface SettingDescription {
+  env?: string;
+  flag: string;
+  default: string;
+  upstreamDefault?: string;
+  podwire: boolean;
+  description: string;
+}
+
+/** Every setting with its env name, flag, default and meaning (for `podwire agent --help`). */
+export function describeSettings(): SettingDescription[] {
+  return SETTINGS.map((s) => {
+    const d: SettingDescription = { flag: s.flag, default: s.default, podwire: !!s.podwire, description: s.description };
+    if (s.env) d.env = s.env;
+    if (s.upstreamDefault !== undefined) d.upstreamDefault = s.upstreamDefault;
+    if (s.key === 'enablementSelectors') d.default = 'pods labelled istio.io/dataplane-mode=ambient, and pods of namespaces so labelled unless the pod is labelled istio.io/dataplane-mode=none';
+    if (s.key === 'driftCheckIntervalMs') d.default = formatDuration(driftInterval(s.default));
+    return d;
+  });
+}
+
+/** Flags as given on the command line, by setting; the last occurrence wins (pflag). */
+function parseArgv(argv: readonly string[]): Map<Setting, { raw: string; name: string }> {
+  const out = new Map<Setting, { raw: string; name: string }>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--') || arg === '--') throw new ConfigError(arg, arg, 'unexpected argument (settings are --flag=value)');
+    const eq = arg.indexOf('=');
+    const name = eq < 0 ? arg : arg.slice(0, eq);
+    const s = BY_FLAG.get(name);
+    if (!s) throw new ConfigError(name, eq < 0 ? '' : arg.slice(eq + 1), 'unknown flag');
+    let raw: string;
+    if (eq >= 0) raw = arg.slice(eq + 1);
+    // A bare boolean flag means true; `--flag false` is not a value (pflag: use --flag=false).
+    else if (s.boolean) raw = 'true';
+    else if (i + 1 < argv.length) raw = argv[++i]!;
+    else throw new ConfigError(name, '', 'needs a value');
+    out.set(s, { raw, name });
+  }
+  return out;
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the agent's configuration: `argv` flags (without the command) over `env` over the
+ * defaults. Throws ConfigError (code ERR_AGENT_CONFIG) at the first bad setting, in argv order
+ * for flag syntax, then in table order.
+ */
+export function parseAgentConfig(env: Env = process.env, argv: readonly string[] = []): AgentConfig {
+  const flags = parseArgv(argv);
+  const out: Record<string, unknown> = {};
+  for (const s of SETTINGS) {
+    const flag = flags.get(s);
+    const fromEnv = s.env === undefined ? undefined : env[s.env];
+    let raw: string;
+    let name: string;
+    if (flag) ({ raw, name } = flag);
+    // Viper reads an empty variable as unset; keep that except where empty means "none".
+    else if (fromEnv !== undefined && (fromEnv !== '' || s.emptyIsValue)) [raw, name] = [fromEnv, s.env!];
+    else [raw, name] = [s.default, s.env ?? s.flag];
+    if (raw === '' && !s.emptyIsValue && s.default !== '') raw = s.default;
+    try {
+      out[s.key] = raw === '' && s.default === '' && !s.emptyIsValue ? '' : s.parse(raw);
+    } catch (err) {
+      if (err instanceof Bad) throw new ConfigError(name, raw, err.message);
+      throw err;
+    }
+  }
+  // Upstream starts with an empty NODE_NAME and then watches no pods at all. Intended: refuse.
+  if (out.nodeName === '') {
+    const f = flags.get(BY_FLAG.get('--node-name')!);
+    throw new ConfigError(f ? '--node-name' : 'NODE_NAME', '', 'is required (set it from spec.nodeName via the downward API)');
+  }
+  const cfg = out as unknown as AgentConfig;
+  cfg.selectors = compileEnablementSelectors(cfg.enablementSelectors);
+  return cfg;
+}
+
+/** What mesh/ decisions need from the configuration. */
+export function selectionPolicy(cfg: AgentConfig): SelectionPolicy {
+  return {
+    selectors: cfg.selectors,
+    excludeNamespaces: new Set(cfg.excludeNamespaces),
+    systemNamespace: cfg.systemNamespace,
+    podNamespace: cfg.podNamespace,
+  };
+}
