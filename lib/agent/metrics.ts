@@ -1,0 +1,150 @@
+// The node agent's Prometheus metrics (istio-cni.md §9 plus podwire's own), on prom-client.
+//
+// Every call to createAgentMetrics() makes its own Registry; nothing is registered in
+// prom-client's global default registry, so tests and several agents in one process don't clash.
+// Istio's names are exposed exactly as upstream writes them (OTel → Prometheus without unit or
+// counter suffixes, so the counters already end in `_total`), with upstream's label names.
+// Label sets whose values are known are pre-initialised at 0, so a scrape shows every series from
+// the start (rate() works from the first increment; upstream only shows a series once it moved).
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** `istio_cni_installs_total{result}` values (upstream `cni/pkg/install/monitoring.go`). */
+export const INSTALL_RESULTS = ['SUCCESS', 'COPY_BINARIES_FAILURE', 'CREATE_KUBECONFIG_FAILURE', 'CREATE_CNI_CONFIG_FAILURE'] as const;
+/** `istio_cni_repair_pods_repaired_total{type}` values. */
+export const REPAIR_TYPES = ['repair', 'delete', 'label'] as const;
+/** `istio_cni_repair_pods_repaired_total{result}` values. */
+export const REPAIR_RESULTS = ['success', 'skip', 'fail'] as const;
+/** `istio_cni_plugin_requests_total{response_code}` values (the plugin endpoint's HTTP codes). */
+export const PLUGIN_RESPONSE_CODES = ['200', '400', '500'] as const;
+/** `nodeagent_reconcile_events_total{type}` values (informer event kinds). */
+export const RECONCILE_EVENT_TYPES = ['add', 'update', 'delete'] as const;
+/** `podwire_enroll_duration_seconds{backend}` values. */
+export const BACKENDS = ['iptables', 'nftables'] as const;
+/** `podwire_informer_*_total{resource}` values: the agent's two informers. */
+export const INFORMER_RESOURCES = ['pods', 'namespaces'] as const;
+/** `podwire_zds_{acks,nacks}_total{type}` values: the ZDS request the ack answered. */
+export const ZDS_REQUEST_TYPES = ['add', 'keep', 'del', 'snapshot_sent'] as const;
+
+export type InstallResult = (typeof INSTALL_RESULTS)[number];
+export type RepairType = (typeof REPAIR_TYPES)[number];
+export type RepairResult = (typeof REPAIR_RESULTS)[number];
+export type PluginResponseCode = (typeof PLUGIN_RESPONSE_CODES)[number];
+export type ReconcileEventType = (typeof RECONCILE_EVENT_TYPES)[number];
+export type Backend = (typeof BACKENDS)[number];
+export type InformerResource = (typeof INFORMER_RESOURCES)[number];
+export type ZdsRequestType = (typeof ZDS_REQUEST_TYPES)[number];
+
+/** Enrollment latency buckets (seconds): enrollment is ~ms; the tail covers a slow ztunnel ack. */
+export const ENROLL_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
+
+/** Every metric name this module defines, with its Prometheus type and label names. */
+export const METRIC_DEFINITIONS = {
+  // Istio (§9)
+  istio_cni_installs_total: { type: 'counter', labels: ['result'] },
+  istio_cni_install_ready: { type: 'gauge', labels: [] },
+  istio_cni_repair_pods_repaired_total: { type: 'counter', labels: ['type', 'result'] },
+  istio_cni_plugin_requests_total: { type: 'counter', labels: ['response_code'] },
+  nodeagent_reconcile_events_total: { type: 'counter', labels: ['type'] },
+  ztunnel_connected: { type: 'gauge', labels: [] },
+  // podwire's own
+  podwire_enroll_duration_seconds: { type: 'histogram', labels: ['backend'] },
+  podwire_pods_enrolled: { type: 'gauge', labels: [] },
+  podwire_drift_found_total: { type: 'counter', labels: [] },
+  podwire_drift_repaired_total: { type: 'counter', labels: [] },
+  podwire_informer_restarts_total: { type: 'counter', labels: ['resource'] },
+  podwire_informer_relists_total: { type: 'counter', labels: ['resource'] },
+  podwire_zds_acks_total: { type: 'counter', labels: ['type'] },
+  podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
+} as const satisfies Record<string, { type: 'counter' | 'gauge' | 'histogram'; labels: readonly string[] }>;
+
+export type MetricName = keyof typeof METRIC_DEFINITIONS;
+
+export interface AgentMetrics {
+  /** This instance's registry; serve it with startMetricsServer (health.ts). */
+  readonly registry: Registry;
+  /** `istio_cni_installs_total{result}`: installer runs by outcome. */
+  readonly installs: Counter<'result'>;
+  /** `istio_cni_install_ready`: 1 while the CNI config entry is valid and watched, else 0. */
+  readonly installReady: Gauge;
+  /** `istio_cni_repair_pods_repaired_total{type,result}`: repair controller actions. */
+  readonly podsRepaired: Counter<'type' | 'result'>;
+  /** `istio_cni_plugin_requests_total{response_code}`: plugin endpoint requests by HTTP code. */
+  readonly pluginRequests: Counter<'response_code'>;
+  /** `nodeagent_reconcile_events_total{type}`: informer events handled. */
+  readonly reconcileEvents: Counter<'type'>;
+  /** `ztunnel_connected`: live ZDS connections. */
+  readonly ztunnelConnected: Gauge;
+  /** `podwire_enroll_duration_seconds{backend}`: one enrollment, rules → ZDS ack → probe set. */
+  readonly enrollDuration: Histogram<'backend'>;
+  /** `podwire_pods_enrolled`: pods currently enrolled on this node. */
+  readonly podsEnrolled: Gauge;
+  /** `podwire_drift_found_total`: enrolled pods whose rules the drift check found changed. */
+  readonly driftFound: Counter;
+  /** `podwire_drift_repaired_total`: of those, pods whose rules were re-applied. */
+  readonly driftRepaired: Counter;
+  /** `podwire_informer_restarts_total{resource}`: watch restarts (errors, backoff). */
+  readonly informerRestarts: Counter<'resource'>;
+  /** `podwire_informer_relists_total{resource}`: full relists (410 Gone, start). */
+  readonly informerRelists: Counter<'resource'>;
+  /** `podwire_zds_acks_total{type}`: ztunnel acks with an empty error. */
+  readonly zdsAcks: Counter<'type'>;
+  /** `podwire_zds_nacks_total{type}`: ztunnel acks with a non-empty error. */
+  readonly zdsNacks: Counter<'type'>;
+}
+
+export interface AgentMetricsOptions {
+  /** Labels added to every series (e.g. `{ node: 'node-1' }`). None by default, as upstream. */
+  defaultLabels?: Record<string, string>;
+}
+
+export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics {
+  const registry = new Registry();
+  if (opts.defaultLabels) registry.setDefaultLabels(opts.defaultLabels);
+  const registers = [registry];
+
+  const counter = <L extends string>(name: MetricName, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name, help, labelNames, registers });
+  const gauge = (name: MetricName, help: string) => new Gauge({ name, help, registers });
+
+  const m: AgentMetrics = {
+    registry,
+    installs: counter('istio_cni_installs_total', 'Total number of CNI plugins installed by the Istio CNI installer', ['result']),
+    installReady: gauge('istio_cni_install_ready', 'Whether the CNI plugin installation is ready or not'),
+    podsRepaired: counter('istio_cni_repair_pods_repaired_total', 'Total number of pods repaired by repair controller', ['type', 'result']),
+    pluginRequests: counter('istio_cni_plugin_requests_total', 'Total number of CNI plugin requests', ['response_code']),
+    reconcileEvents: counter('nodeagent_reconcile_events_total', 'The total number of node agent reconcile events', ['type']),
+    ztunnelConnected: gauge('ztunnel_connected', 'number of connections to ztunnel'),
+    enrollDuration: new Histogram({
+      name: 'podwire_enroll_duration_seconds',
+      help: 'Time to enroll one pod (in-pod rules, ZDS add and ack, probe set), by redirect backend',
+      labelNames: ['backend'],
+      buckets: [...ENROLL_DURATION_BUCKETS],
+      registers,
+    }),
+    podsEnrolled: gauge('podwire_pods_enrolled', 'Pods currently enrolled in ambient mode on this node'),
+    driftFound: counter('podwire_drift_found_total', 'Enrolled pods whose redirect rules the drift check found changed', []),
+    driftRepaired: counter('podwire_drift_repaired_total', 'Enrolled pods whose drifted redirect rules were re-applied', []),
+    informerRestarts: counter('podwire_informer_restarts_total', 'Informer watch restarts, by resource', ['resource']),
+    informerRelists: counter('podwire_informer_relists_total', 'Informer full relists, by resource', ['resource']),
+    zdsAcks: counter('podwire_zds_acks_total', 'ZDS requests acknowledged by ztunnel, by request type', ['type']),
+    zdsNacks: counter('podwire_zds_nacks_total', 'ZDS requests refused by ztunnel (ack with an error), by request type', ['type']),
+  };
+
+  for (const result of INSTALL_RESULTS) m.installs.inc({ result }, 0);
+  for (const type of REPAIR_TYPES) for (const result of REPAIR_RESULTS) m.podsRepaired.inc({ type, result }, 0);
+  for (const code of PLUGIN_RESPONSE_CODES) m.pluginRequests.inc({ response_code: code }, 0);
+  for (const type of RECONCILE_EVENT_TYPES) m.reconcileEvents.inc({ type }, 0);
+  for (const backend of BACKENDS) m.enrollDuration.zero({ backend });
+  for (const resource of INFORMER_RESOURCES) {
+    m.informerRestarts.inc({ resource }, 0);
+    m.informerRelists.inc({ resource }, 0);
+  }
+  for (const type of ZDS_REQUEST_TYPES) {
+    m.zdsAcks.inc({ type }, 0);
+    m.zdsNacks.inc({ type }, 0);
+  }
+  m.installReady.set(0);
+  m.ztunnelConnected.set(0);
+  m.podsEnrolled.set(0);
+  return m;
+}

@@ -1,0 +1,167 @@
+// The health server (/healthz, /readyz) and the readiness conditions; servers on 127.0.0.1:0.
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MonitorServerError, READINESS_CONDITIONS, Readiness, startHealthServer, type RunningServer } from '../../lib/agent/health.js';
+
+const servers: RunningServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+
+async function health(readiness?: Readiness) {
+  const s = await startHealthServer({ port: 0, host: '127.0.0.1', ...(readiness ? { readiness } : {}) });
+  servers.push(s);
+  return s;
+}
+
+interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
+
+function get(s: RunningServer, path: string, method = 'GET'): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: s.host, port: s.port, path, method, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('Readiness', () => {
+  it('is ready only with every condition, and lists the unmet ones in order', () => {
+    const r = new Readiness();
+    expect(r.ready).toBe(false);
+    expect(r.unmet()).toEqual(['installed', 'informersSynced', 'snapshotReconciled']);
+    r.set('snapshotReconciled');
+    r.set('installed');
+    expect(r.unmet()).toEqual(['informersSynced']);
+    expect(r.ready).toBe(false);
+    r.set('informersSynced');
+    expect(r.ready).toBe(true);
+    r.clear('installed');
+    expect(r.has('installed')).toBe(false);
+    expect(r.unmet()).toEqual(['installed']);
+    r.set('installed', true);
+    r.set('informersSynced', false);
+    expect(r.unmet()).toEqual(['informersSynced']);
+  });
+
+  it('refuses unknown conditions', () => {
+    expect(() => new Readiness().set('watchReady' as never)).toThrow(TypeError);
+  });
+});
+
+describe('health server', () => {
+  it('/readyz is 503 until the last condition is set, and 503 again when one is cleared', async () => {
+    const s = await health();
+    let r = await get(s, '/readyz');
+    expect(r.status).toBe(503);
+    expect(r.body).toBe('not ready: installed, informersSynced, snapshotReconciled\n');
+
+    const order = [...READINESS_CONDITIONS];
+    for (const [i, c] of order.entries()) {
+      expect((await get(s, '/readyz')).status).toBe(503);
+      s.readiness.set(c);
+      r = await get(s, '/readyz');
+      if (i < order.length - 1) {
+        expect(r.status).toBe(503);
+        expect(r.body).toBe(`not ready: ${order.slice(i + 1).join(', ')}\n`);
+      }
+    }
+    expect(r.status).toBe(200);
+    expect(r.body).toBe('ready\n');
+
+    s.readiness.clear('informersSynced');
+    r = await get(s, '/readyz');
+    expect(r.status).toBe(503);
+    expect(r.body).toBe('not ready: informersSynced\n');
+    s.readiness.set('informersSynced');
+    expect((await get(s, '/readyz')).status).toBe(200);
+  });
+
+  it('serves a Readiness it is given', async () => {
+    const readiness = new Readiness();
+    for (const c of READINESS_CONDITIONS) readiness.set(c);
+    const s = await health(readiness);
+    expect(s.readiness).toBe(readiness);
+    expect((await get(s, '/readyz')).status).toBe(200);
+  });
+
+  it('/healthz is 200 whether ready or not; query strings are ignored', async () => {
+    const s = await health();
+    const r = await get(s, '/healthz');
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(r.headers['cache-control']).toBe('no-store');
+    expect((await get(s, '/healthz?verbose=1')).status).toBe(200);
+    expect((await get(s, '/readyz?x')).status).toBe(503);
+  });
+
+  it('404 for other paths', async () => {
+    const s = await health();
+    for (const p of ['/', '/ready', '/readyz/', '/healthz/x', '/metrics', '/HEALTHZ', '/__proto__', '/constructor']) {
+      expect((await get(s, p)).status, p).toBe(404);
+    }
+  });
+
+  it('405 with Allow for methods other than GET/HEAD; HEAD has no body', async () => {
+    const s = await health();
+    for (const m of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
+      const r = await get(s, '/healthz', m);
+      expect(r.status, m).toBe(405);
+      expect(r.headers.allow).toBe('GET, HEAD');
+    }
+    const head = await get(s, '/readyz', 'HEAD');
+    expect(head.status).toBe(503);
+    expect(head.body).toBe('');
+  });
+
+  it('answers without reading a request body, and closes that connection', async () => {
+    const s = await health();
+    // Headers promise a 1 GB body that never comes: the answer must not wait for it.
+    const sock = connect(s.port, s.host);
+    const reply = await new Promise<string>((resolve, reject) => {
+      let data = '';
+      sock.setEncoding('utf8');
+      sock.on('data', (d: string) => (data += d));
+      sock.on('end', () => resolve(data));
+      sock.on('error', reject);
+      sock.write('POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\nabc');
+    });
+    sock.destroy();
+    expect(reply).toMatch(/^HTTP\/1\.1 405 /);
+    expect(reply).toMatch(/\r\nConnection: close\r\n/i);
+  });
+
+  it('close() is graceful and idempotent, with an idle keep-alive connection open', async () => {
+    const s = await health();
+    const sock = connect(s.port, s.host);
+    const closed = new Promise<void>((resolve) => sock.on('close', () => resolve()));
+    await new Promise<void>((resolve) => {
+      sock.once('data', () => resolve());
+      sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    const a = s.close();
+    expect(s.close()).toBe(a);
+    await a;
+    await closed;  // the idle keep-alive connection was closed by the server
+    await expect(get(s, '/healthz')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  });
+
+  it('typed errors: bad options, port in use', async () => {
+    await expect(startHealthServer({ port: 70000, host: '127.0.0.1' })).rejects.toMatchObject({ code: 'ERR_MONITOR_OPTIONS', server: 'health' });
+    await expect(startHealthServer({ port: 1.5 })).rejects.toBeInstanceOf(MonitorServerError);
+    await expect(startHealthServer({ port: 0, host: '' })).rejects.toMatchObject({ code: 'ERR_MONITOR_OPTIONS' });
+    const s = await health();
+    const err = await startHealthServer({ port: s.port, host: '127.0.0.1' }).then(
+      (extra) => { servers.push(extra); throw new Error('second listen on the same port succeeded'); },
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(MonitorServerError);
+    expect(err).toMatchObject({ name: 'MonitorServerError', code: 'ERR_MONITOR_LISTEN', errno: 'EADDRINUSE', server: 'health' });
+  });
+});
