@@ -1,0 +1,345 @@
+// The agent's CNI event endpoint (istio-cni.md §1.4, §2.5, §5.5; architecture.md "The node
+// process"): HTTP/1.1 over a unix stream socket at `<runDir>/pluginevent.sock`.
+//
+// Routes: `POST /cmdadd` — upstream's plugin body (see cni-types.ts), validated, then handed to an
+// injected `onCmdAdd` (pod lookup + enrollment live in the agent, not here). `POST /v1/cni`
+// (podwire's own shim) is the next route in ROUTES; it is not served yet (404).
+//
+// Wire behaviour, as upstream's `cni-watcher.go` answers (`http.Error`: text/plain, message + "\n"):
+//   200, empty body              the handler resolved
+//   400 `<message>`              empty body, bad JSON, a field of the wrong type/value
+//   500 `<handler error text>`   the handler rejected (upstream: pod lookup or AddPodToMesh failed)
+//   500 `timed out …`            the handler did not settle within handlerTimeoutMs (default 5 s,
+//                                the plugin's own total timeout; upstream has only the request context)
+//   404 `404 page not found`     any other path (Go's NotFound text)
+//   405 `Method Not Allowed`     a non-POST on a known path, with `Allow: POST`. Upstream's mux
+//                                accepts any method on /cmdadd; only POST is intended, so only POST.
+//   413                          body over maxBodyBytes (1 MiB; upstream reads unbounded)
+// The handler's AbortSignal fires on timeout, on client disconnect (Go's request context) and on close().
+//
+// Socket: upstream chmods its socket 0666 after listen (§1.4). podwire's design is 0600 (only the
+// root agent and root-run plugins talk to it), and created without a window where it is wider:
+// listen inside a fresh 0700 dir in runDir, chmod 0600, then rename() over the final path (which
+// also atomically replaces a stale socket of a previous run). runDir is `mkdir -p`'d 0750.
+import { lstatSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rename, rm, stat, unlink } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { CmdAddBodyError, parseCmdAddBody, type CmdAddRequest } from './cni-types.js';
+
+export { CmdAddBodyError, parseCmdAddBody, unmapIp, type CmdAddRequest, type CniIpConfig, type CmdAddBodyErrorCode } from './cni-types.js';
+
+export const PLUGIN_EVENT_SOCKET = 'pluginevent.sock';
+export const DEFAULT_RUN_DIR = '/var/run/istio-cni';
+export const CMDADD_PATH = '/cmdadd';
+export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
+/** The upstream plugin's total HTTP timeout (§2.5): after that nobody is waiting for the answer. */
+export const DEFAULT_HANDLER_TIMEOUT_MS = 5_000;
+
+const MAX_HEADER_BYTES = 16 * 1024;
+const HEADERS_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+/** sun_path is 108 bytes including the NUL. */
+const MAX_SOCKET_PATH_BYTES = 107;
+
+export type CniEndpointErrorCode =
+  /** Bad options (runDir, handler, limits). */
+  | 'ERR_CNI_ENDPOINT_OPTIONS'
+  /** Creating the run dir or the socket failed; the errno code is in `errno`. */
+  | 'ERR_CNI_ENDPOINT_LISTEN'
+  /** onCmdAdd rejected (the client got a 500 with its message). */
+  | 'ERR_CNI_ENDPOINT_HANDLER'
+  /** onCmdAdd did not settle within handlerTimeoutMs (the client got a 500). */
+  | 'ERR_CNI_ENDPOINT_TIMEOUT'
+  /** The server failed after it started listening. */
+  | 'ERR_CNI_ENDPOINT_SERVER';
+
+export class CniEndpointError extends Error {
+  constructor(
+    readonly code: CniEndpointErrorCode,
+    message: string,
+    opts: { cause?: unknown; errno?: string } = {},
+  ) {
+    super(`cni endpoint: ${message}`, opts.cause === undefined ? undefined : { cause: opts.cause });
+    if (opts.errno !== undefined) this.errno = opts.errno;
+  }
+  declare readonly errno?: string;
+
+  static {
+    Object.defineProperty(this.prototype, 'name', { value: 'CniEndpointError', enumerable: false });
+  }
+}
+
+export interface CmdAddContext {
+  /** Aborted on handler timeout, client disconnect or close(). */
+  signal: AbortSignal;
+}
+
+export interface CniEndpointOptions {
+  /** CNI_AGENT_RUN_DIR; the socket is `<runDir>/pluginevent.sock`. */
+  runDir: string;
+  /** Look the pod up and enroll it; reject to fail the pod's sandbox (500 with the error's message). */
+  onCmdAdd: (req: CmdAddRequest, ctx: CmdAddContext) => Promise<void>;
+  /** Default 5000 ms. */
+  handlerTimeoutMs?: number;
+  /** Default 1 MiB. */
+  maxBodyBytes?: number;
+  /** How long close() waits for in-flight requests before cutting connections and aborting handlers (ms, default 2000). */
+  closeGraceMs?: number;
+  /** Handler failures, timeouts and server errors. */
+  onError?: (err: CniEndpointError) => void;
+  /** Every answered request (for `istio_cni_plugin_requests_total{response_code}`). */
+  onResponse?: (info: { path: string; status: number }) => void;
+}
+
+export interface CniEndpoint {
+  readonly server: Server;
+  readonly socketPath: string;
+  /** Stop accepting, let in-flight requests finish (up to closeGraceMs), unlink our socket. Idempotent. */
+  close(): Promise<void>;
+}
+
+interface Ctx {
+  req: IncomingMessage;
+  res: ServerResponse;
+  path: string;
+  opts: Required<Pick<CniEndpointOptions, 'handlerTimeoutMs' | 'maxBodyBytes'>> & CniEndpointOptions;
+  /** Aborted by close() once the grace period is over. */
+  closing: AbortSignal;
+}
+
+interface Route {
+  method: 'POST';
+  handle(ctx: Ctx): Promise<void>;
+}
+
+// `POST /v1/cni` (podwire's shim: a whole CNI invocation) goes here next.
+const ROUTES: Record<string, Route> = {
+  [CMDADD_PATH]: { method: 'POST', handle: handleCmdAdd },
+};
+
+function send(ctx: Ctx, status: number, message?: string, close = false): void {
+  const { res } = ctx;
+  if (res.headersSent || res.destroyed) return;
+  res.statusCode = status;
+  const buf = message === undefined ? Buffer.alloc(0) : Buffer.from(`${message}\n`, 'utf8');  // Go's http.Error
+  if (message !== undefined) {
+    res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+  }
+  res.setHeader('Content-Length', buf.length);
+  if (close) {
+    // The rest of the request body is never read: answer, then drop the connection.
+    res.setHeader('Connection', 'close');
+    res.once('finish', () => ctx.req.socket.destroy());
+  }
+  res.end(buf);
+  ctx.opts.onResponse?.({ path: ctx.path, status });
+}
+
+/** Reads the body up to maxBodyBytes; undefined when a 413 has been sent instead. */
+function readBody(ctx: Ctx): Promise<Buffer | undefined> {
+  const { req, opts } = ctx;
+  const tooLarge = () => send(ctx, 413, `request body larger than ${opts.maxBodyBytes} bytes`, true);
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > opts.maxBodyBytes) {
+    tooLarge();
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > opts.maxBodyBytes) {
+        req.off('data', onData);
+        req.pause();
+        tooLarge();
+        resolve(undefined);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks, size)));
+    // A client that goes away mid-body: nobody to answer (upstream: read error → 500).
+    req.once('error', () => resolve(undefined));
+    req.once('aborted', () => resolve(undefined));
+  });
+}
+
+async function handleCmdAdd(ctx: Ctx): Promise<void> {
+  const body = await readBody(ctx);
+  if (body === undefined) return;
+
+  let ev: CmdAddRequest;
+  try {
+    ev = parseCmdAddBody(body);
+  } catch (e) {
+    if (e instanceof CmdAddBodyError) return send(ctx, 400, e.message);
+    throw e;
+  }
+
+  const { opts, res } = ctx;
+  const ac = new AbortController();
+  const onGone = () => { if (!res.writableFinished) ac.abort(new Error('client disconnected')); };
+  const onClosing = () => ac.abort(new Error('endpoint closing'));
+  res.once('close', onGone);
+  ctx.closing.addEventListener('abort', onClosing, { once: true });
+
+  const pod = `${ev.podNamespace}/${ev.podName}`;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), opts.handlerTimeoutMs);
+  });
+  try {
+    let work: Promise<void>;
+    try {
+      work = Promise.resolve(opts.onCmdAdd(ev, { signal: ac.signal }));
+    } catch (e) {
+      work = Promise.reject(e);  // a handler that throws synchronously is a failure like any other
+    }
+    const outcome = await Promise.race([work.then(() => 'ok' as const, (e: unknown) => ({ err: e })), timedOut]);
+    if (outcome === 'ok') return send(ctx, 200);
+    if (outcome === 'timeout') {
+      const msg = `timed out after ${opts.handlerTimeoutMs} ms adding pod ${pod} to the mesh`;
+      ac.abort(new Error(msg));
+      work.catch(() => {});  // a late rejection after the timeout has nobody to report to
+      opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_TIMEOUT', msg));
+      return send(ctx, 500, msg);
+    }
+    const text = outcome.err instanceof Error ? outcome.err.message : String(outcome.err);
+    opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_HANDLER', `adding pod ${pod}: ${text}`, { cause: outcome.err }));
+    return send(ctx, 500, text);
+  } finally {
+    clearTimeout(timer);
+    res.off('close', onGone);
+    ctx.closing.removeEventListener('abort', onClosing);
+  }
+}
+
+function positive(name: string, v: number | undefined, allowZero = false): void {
+  if (v === undefined) return;
+  if (!Number.isFinite(v) || v < 0 || (!allowZero && v === 0)) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `${name} must be a finite number ${allowZero ? '≥' : '>'} 0`);
+  }
+}
+
+function validate(opts: CniEndpointOptions): void {
+  if (opts === null || typeof opts !== 'object') throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', 'options must be an object');
+  if (typeof opts.runDir !== 'string' || opts.runDir === '') throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', 'runDir must be a non-empty string');
+  if (typeof opts.onCmdAdd !== 'function') throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', 'onCmdAdd must be a function');
+  positive('handlerTimeoutMs', opts.handlerTimeoutMs);
+  positive('maxBodyBytes', opts.maxBodyBytes);
+  positive('closeGraceMs', opts.closeGraceMs, true);
+  const sock = join(opts.runDir, PLUGIN_EVENT_SOCKET);
+  if (Buffer.byteLength(sock) > MAX_SOCKET_PATH_BYTES) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `socket path longer than ${MAX_SOCKET_PATH_BYTES} bytes: ${sock}`);
+  }
+}
+
+function listenError(what: string, err: unknown): CniEndpointError {
+  const e = err as NodeJS.ErrnoException;
+  return new CniEndpointError('ERR_CNI_ENDPOINT_LISTEN', `${what}: ${e.message}`, { cause: err, errno: e.code ?? '' });
+}
+
+/** Creates `<runDir>/pluginevent.sock` (mode 0600) and serves it. */
+export async function startCniEndpoint(options: CniEndpointOptions): Promise<CniEndpoint> {
+  validate(options);
+  const opts = {
+    ...options,
+    handlerTimeoutMs: options.handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS,
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+  };
+  const socketPath = join(opts.runDir, PLUGIN_EVENT_SOCKET);
+  const closingAc = new AbortController();
+
+  const server = createServer(
+    { maxHeaderSize: MAX_HEADER_BYTES, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS },
+    (req, res) => {
+      const path = (req.url ?? '').split('?', 1)[0] ?? '';
+      const ctx: Ctx = { req, res, path, opts, closing: closingAc.signal };
+      const route = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
+      const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
+      if (route === undefined) return send(ctx, 404, '404 page not found', hasBody);
+      if (req.method !== route.method) {
+        res.setHeader('Allow', route.method);
+        return send(ctx, 405, 'Method Not Allowed', hasBody);
+      }
+      route.handle(ctx).catch((err: unknown) => {
+        opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_SERVER', (err as Error)?.message ?? String(err), { cause: err }));
+        send(ctx, 500, 'internal error');
+      });
+    },
+  );
+  server.maxHeadersCount = 64;
+
+  try {
+    await mkdir(opts.runDir, { recursive: true, mode: 0o750 });
+  } catch (e) {
+    throw listenError(`cannot create run dir ${opts.runDir}`, e);
+  }
+
+  // Never world-accessible: bind inside a private 0700 dir, tighten, then move into place.
+  let privDir: string;
+  try {
+    privDir = await mkdtemp(join(opts.runDir, '.pe-'));
+  } catch (e) {
+    throw listenError(`cannot create a private dir in ${opts.runDir}`, e);
+  }
+  const tmpPath = join(privDir, 's');
+  let ident: { dev: number; ino: number };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ path: tmpPath, exclusive: true }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    await chmod(tmpPath, 0o600);
+    // rename() replaces a stale socket (or file) of a previous run atomically: no window where
+    // the path is missing or a stale socket answers ECONNREFUSED after we are up.
+    await rename(tmpPath, socketPath);
+    const st = await stat(socketPath);
+    ident = { dev: st.dev, ino: st.ino };
+  } catch (e) {
+    await new Promise<void>((r) => { server.listening ? server.close(() => r()) : r(); });
+    throw listenError(`cannot listen on ${socketPath}`, e);
+  } finally {
+    await rm(privDir, { recursive: true, force: true }).catch(() => {});
+  }
+
+  server.on('error', (err) => opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_SERVER', err.message, { cause: err })));
+
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    socketPath,
+    close() {
+      closing ??= (async () => {
+        await new Promise<void>((done) => {
+          const timer = setTimeout(() => {
+            closingAc.abort();
+            server.closeAllConnections();
+          }, opts.closeGraceMs ?? 2_000);
+          timer.unref();
+          server.close(() => {
+            clearTimeout(timer);
+            done();
+          });
+          server.closeIdleConnections();
+        });
+        // Unlink only our own socket: a newer agent may already have replaced the path.
+        try {
+          const st = lstatSync(socketPath);
+          if (st.dev === ident.dev && st.ino === ident.ino) await unlink(socketPath);
+        } catch {
+          /* already gone */
+        }
+      })();
+      return closing;
+    },
+  };
+}
