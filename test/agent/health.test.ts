@@ -2,6 +2,7 @@
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { httpGet } from '../helpers/http.js';
 import { MonitorServerError, READINESS_CONDITIONS, Readiness, startHealthServer, type RunningServer } from '../../lib/agent/health.js';
 
 const servers: RunningServer[] = [];
@@ -15,21 +16,7 @@ async function health(readiness?: Readiness) {
   return s;
 }
 
-interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
-
-function get(s: RunningServer, path: string, method = 'GET'): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: s.host, port: s.port, path, method, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const get = httpGet;
 
 describe('Readiness', () => {
   it('is ready only with every condition, and lists the unmet ones in order', () => {

@@ -3,6 +3,7 @@
 import { request as httpRequest } from 'node:http';
 import { Gauge, register as globalRegistry, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
+import { httpGet } from '../helpers/http.js';
 import { MonitorServerError, startMetricsServer, type RunningServer } from '../../lib/agent/health.js';
 import { createAgentMetrics, METRIC_DEFINITIONS } from '../../lib/agent/metrics.js';
 
@@ -180,19 +181,7 @@ async function serve(registry: Registry, onError?: (e: MonitorServerError) => vo
   return s;
 }
 
-function get(s: RunningServer, path: string, method = 'GET'): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: s.host, port: s.port, path, method, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const get = httpGet;
 
 async function scrape(s: RunningServer) {
   const r = await get(s, '/metrics');
