@@ -1,5 +1,4 @@
 // The health server (/healthz, /readyz) and the readiness conditions; servers on 127.0.0.1:0.
-import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { httpGet } from '../helpers/http.js';

@@ -1,6 +1,5 @@
 // The agent's metrics: names, types and labels as §9 gives them (plus podwire's own), one registry
 // per instance, and /metrics in Prometheus text format checked by a strict parser below.
-import { request as httpRequest } from 'node:http';
 import { Gauge, register as globalRegistry, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { httpGet } from '../helpers/http.js';
