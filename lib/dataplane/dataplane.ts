@@ -11,10 +11,10 @@ import { EnrollError } from './errors.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { mapLimit } from '../util/limit.js';
 import { NetnsRef } from './netns-ref.js';
-import { formatIp, parseIp } from '../net/ip.js';
+import { NetError } from '../net/errors.js';
 import { PodCache, type CacheEntry } from './pod-cache.js';
 import { InvalidPodError, validatePod } from './pod-info.js';
-import { ProbeIndex } from './probe-index.js';
+import { canonicalIp, ProbeIndex } from './probe-index.js';
 import type { DriftReport, PodInfo, ProbeSet, RuleBackend, ZtunnelSink } from './types.js';
 
 /** Pods reconciled at once by default: each holds a netns fd and a job thread while it runs. */
@@ -139,11 +139,11 @@ export class Dataplane {
           fresh = true;
         }
       } else {
-        if (!cached) throw new InvalidPodError('netnsPath', 'not given and the pod has no netns cached');
+        if (!cached) throw new NetError(`pod ${pod.uid}: no netns path given and none cached`, { errno: osc.errno.ENOENT, op: 'netns' });
         ref = cached;
       }
     } catch (err) {
-      throw new EnrollError(pod.uid, 'netns', false, err instanceof InvalidPodError ? Object.assign(err, { code: 'ENOENT', errno: osc.errno.ENOENT }) : err);
+      throw new EnrollError(pod.uid, 'netns', false, err);
     }
     // A new pod gets a placeholder first, so a ztunnel connecting meanwhile is told to keep it.
     const placeholder = prior === undefined;
@@ -243,7 +243,7 @@ export class Dataplane {
       }).catch((err: unknown) => fail(pod.uid, err));
     });
     if (report.complete) report.pruned = await this.probes.prune(keep, (uid) => this.cache.has(uid));
-    report.probeEntries = (await this.probes.list()).length;
+    report.probeEntries = this.probes.size;  // the index mirrors the kernel after load + refill: no second dump
     return report;
   }
 
@@ -275,7 +275,7 @@ export class Dataplane {
     const entries = new Map((await this.probes.list()).map((e) => [e.ip, e.uid]));
     for (const ip of entry.pod.ips) {
       if (!this.probes.backend.handles(ip)) continue;
-      const owner = entries.get(ip) ?? entries.get(canonical(ip));
+      const owner = entries.get(canonicalIp(ip));
       if (owner === undefined) drift.push(`probe set: ${ip} missing`);
       else if (owner !== pod.uid) drift.push(`probe set: ${ip} belongs to ${owner}`);
     }
@@ -303,12 +303,4 @@ export class Dataplane {
 function uidOf(pod: unknown): string {
   const uid = (pod as { uid?: unknown } | null)?.uid;
   return typeof uid === 'string' ? uid.slice(0, 128) : '';
-}
-
-function canonical(ip: string): string {
-  try {
-    return formatIp(parseIp(ip).bytes);
-  } catch {
-    return ip;
-  }
 }

@@ -9,8 +9,8 @@ import { formatIp, parseIp } from '../net/ip.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import type { ProbeEntry, ProbeSet } from './types.js';
 
-/** Canonical text of an IP (the kernel's listing is canonical too). */
-function canon(ip: string): string {
+/** Canonical text of an IP (the backends list canonical text too). */
+export function canonicalIp(ip: string): string {
   return formatIp(parseIp(ip).bytes);
 }
 
@@ -29,7 +29,7 @@ export class ProbeIndex {
 
   /** The owner recorded for an IP. */
   owner(ip: string): string | undefined {
-    return this.owners.get(canon(ip));
+    return this.owners.get(canonicalIp(ip));
   }
 
   get size(): number {
@@ -125,7 +125,7 @@ export class ProbeIndex {
    * an entry written meanwhile survives.
    */
   async prune(keep: ReadonlySet<string>, live: (uid: string) => boolean): Promise<string[]> {
-    const keepCanon = new Set([...keep].map(canon));
+    const keepCanon = new Set([...keep].map(canonicalIp));
     const stale = [...this.owners].filter(([ip, uid]) => !keepCanon.has(ip) && !live(uid));
     const pruned: string[] = [];
     await Promise.all(stale.map(([ip, uid]) => this.lock.run(ip, async () => {
@@ -150,7 +150,7 @@ export class ProbeIndex {
       if (typeof ip !== 'string') continue;
       let c: string;
       try {
-        c = canon(ip);
+        c = canonicalIp(ip);
       } catch {
         continue;
       }

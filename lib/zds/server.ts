@@ -35,7 +35,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { native } from '../native.js';
 import { NetError } from '../net/errors.js';
-import { checkTimeout, MAX_TIMEOUT_MS } from '../util/timeout.js';
+import { MAX_TIMEOUT_MS, optionalTimeout } from '../util/timeout.js';
 import { listen, OwnedFd, type FdLike, type UnixConnection, type UnixListener } from '../net/sock/seqpacket.js';
 import { decodeHello, decodeResponse, encodeRequest, ZDS_MAX_RECORD, type WorkloadInfo, type WorkloadRequest } from './codec.js';
 import { isZdsError, ZdsError } from './errors.js';
@@ -147,7 +147,9 @@ interface Job {
   type: ZdsNackEvent['type'];
   uid: string | undefined;
   data: Buffer;
-  fd: OwnedFd | undefined;  // our own dup, closed once sent or failed
+  fd: OwnedFd | undefined;  // our own dup, closed once sent or failed (unless borrowed)
+  /** The fd is the caller's (podAdded keeps one dup across failover attempts): never closed here. */
+  borrowed?: boolean;
   resolve(ackError: string): void;
   reject(err: Error): void;
   settled: boolean;
@@ -164,8 +166,6 @@ const positiveInt = (v: number | undefined, dflt: number, what: string, max: num
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) throw new RangeError(`${what} must be an integer in 1..${max}`);
   return v;
 };
-
-const timeout = (v: number | undefined, dflt: number, what: string): number => (v === undefined ? dflt : checkTimeout(v, what));
 
 // Transport-level failures of one connection (it is closed by then): an add
 // may be retried on another connection.
@@ -191,6 +191,12 @@ function validateWorkload(pod: ZdsWorkload): void {
   if (typeof w !== 'object' || w === null) throw new TypeError('pod.workloadInfo must be an object');
   for (const k of ['name', 'namespace', 'serviceAccount'] as const)
     if (typeof w[k] !== 'string') throw new TypeError(`pod.workloadInfo.${k} must be a string`);
+}
+
+/** Lets go of a job's fd: closed when the job owns it. */
+function dropFd(job: { fd: OwnedFd | undefined; borrowed?: boolean }): void {
+  if (!job.borrowed) job.fd?.close();
+  job.fd = undefined;
 }
 
 function dupFd(f: FdLike): OwnedFd {
@@ -244,7 +250,7 @@ class Connection {
   /** Queues a request; resolves with the ack's error text ('' = ok). */
   enqueue(job: Omit<Job, 'resolve' | 'reject' | 'settled'>): Promise<string> {
     if (this.state === 'closed') {
-      job.fd?.close();
+      dropFd(job);
       return Promise.reject(this.#closeReason ?? this.#closedError());
     }
     return new Promise<string>((resolve, reject) => {
@@ -278,8 +284,7 @@ class Connection {
   #settle(job: Job, outcome: string | Error): void {
     if (job.settled) return;
     job.settled = true;
-    job.fd?.close();
-    job.fd = undefined;
+    dropFd(job);
     if (typeof outcome === 'string') job.resolve(outcome);
     else job.reject(outcome);
   }
@@ -354,8 +359,7 @@ class Connection {
       } catch (err) {
         throw this.#transportError(`${job.type} write${describeUid(job.uid)}`, err);
       }
-      job.fd?.close();  // the kernel holds its own reference now
-      job.fd = undefined;
+      dropFd(job);  // the kernel holds its own reference now
       this.sent++;
       let m;
       try {
@@ -483,11 +487,11 @@ export class ZdsServer extends EventEmitter {
     if (this.#admitIntervalMs > MAX_TIMEOUT_MS) throw new RangeError(`acceptsPerSecond must be at least ${1000 / MAX_TIMEOUT_MS}`);
     this.#maxPendingHellos = positiveInt(opts.maxPendingHellos, 32, 'maxPendingHellos', 65_536);
     this.#connOpts = {
-      helloTimeoutMs: timeout(opts.helloTimeoutMs, 5000, 'helloTimeoutMs'),
-      writeTimeoutMs: timeout(opts.writeTimeoutMs, 5000, 'writeTimeoutMs'),
-      ackTimeoutMs: timeout(opts.ackTimeoutMs, 5000, 'ackTimeoutMs'),
-      keepaliveIntervalMs: timeout(opts.keepaliveIntervalMs, 5000, 'keepaliveIntervalMs'),
-      keepaliveProbeMs: timeout(opts.keepaliveProbeMs, 10, 'keepaliveProbeMs'),
+      helloTimeoutMs: optionalTimeout(opts.helloTimeoutMs, 'helloTimeoutMs', 5000),
+      writeTimeoutMs: optionalTimeout(opts.writeTimeoutMs, 'writeTimeoutMs', 5000),
+      ackTimeoutMs: optionalTimeout(opts.ackTimeoutMs, 'ackTimeoutMs', 5000),
+      keepaliveIntervalMs: optionalTimeout(opts.keepaliveIntervalMs, 'keepaliveIntervalMs', 5000),
+      keepaliveProbeMs: optionalTimeout(opts.keepaliveProbeMs, 'keepaliveProbeMs', 10),
       maxResponseBytes: positiveInt(opts.maxResponseBytes, 64 * 1024, 'maxResponseBytes', 16 << 20),
     };
   }
@@ -541,7 +545,7 @@ export class ZdsServer extends EventEmitter {
     const data = encodeChecked({ type: 'add', uid: pod.uid, workloadInfo: pod.workloadInfo });
     if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
     if (this.#conns.length === 0) throw new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
-    const own = dupFd(netns);  // ours for every attempt; each send gets a dup of it
+    const own = dupFd(netns);  // ours for every attempt (lent to each, closed here once done)
     try {
       const tried = new Set<Connection>();
       let last: ZdsError | undefined;
@@ -560,7 +564,7 @@ export class ZdsServer extends EventEmitter {
         tried.add(conn);
         let error: string;
         try {
-          error = await conn.enqueue({ type: 'add', uid: pod.uid, data, fd: dupFd(own) });
+          error = await conn.enqueue({ type: 'add', uid: pod.uid, data, fd: own, borrowed: true });
         } catch (err) {
           if (!connectionFailure(err)) throw err;
           last = err;  // that connection is closed and out of the list now

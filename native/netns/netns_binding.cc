@@ -105,8 +105,7 @@ Napi::Value SysctlSet(const Napi::CallbackInfo& info) {
   return RunJob<S>(
       env, st,
       [](S& s) {
-        if (!s.ns.valid()) return netns::WriteFile(s.path, s.value);
-        bool restored;
+        bool restored;  // s.ns invalid (-1): this netns, no switch
         return netns::RunInNetns(s.ns.get(), [&] { return netns::WriteFile(s.path, s.value); }, &restored);
       },
       [](Napi::Env env, S&) { return env.Undefined(); });
@@ -138,7 +137,6 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
           }
           return ErrorInfo{};
         };
-        if (!s.ns.valid()) return read();
         bool restored;
         return netns::RunInNetns(s.ns.get(), read, &restored);
       },
@@ -227,7 +225,6 @@ Napi::Value NlOpen(const Napi::CallbackInfo& info) {
           }
           return {};
         };
-        if (!s.ns.valid()) return create();
         bool restored;
         return netns::RunInNetns(s.ns.get(), create, &restored);
       },

@@ -106,6 +106,7 @@ UniqueFd OpenNetns(const std::string& path, NsId* id, ErrorInfo* err) {
 
 ErrorInfo RunInNetns(int targetFd, const std::function<ErrorInfo()>& fn, bool* restored) {
   *restored = true;
+  if (targetFd < 0) return fn();
   UniqueFd orig(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!orig.valid()) return Fail("open", "open /proc/thread-self/ns/net");
   if (setns(targetFd, CLONE_NEWNET) != 0) return Fail("setns", "setns into target netns");
@@ -313,12 +314,7 @@ ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
   if (!MakePipe(&p.inR, &p.inW) || !MakePipe(&p.outR, &p.outW) || !MakePipe(&p.errR, &p.errW))
     return Fail("pipe2", "create pipes");
   pid_t pid = -1;
-  ErrorInfo err;
-  if (opts.nsFd >= 0) {
-    err = RunInNetns(opts.nsFd, [&] { return DoSpawn(opts, &p, &pid); }, restored);
-  } else {
-    err = DoSpawn(opts, &p, &pid);
-  }
+  ErrorInfo err = RunInNetns(opts.nsFd, [&] { return DoSpawn(opts, &p, &pid); }, restored);
   if (pid <= 0) return err.failed() ? err : ErrorInfo::Errno(ECHILD, "spawn", "spawn failed");
   if (onPid) onPid(pid);
   // Tells us when the child itself exits, whoever still holds its pipes.
@@ -341,7 +337,9 @@ ErrorInfo Spawn(const SpawnOptions& opts, SpawnResult* result, bool* restored,
   bool killed = false;
   int64_t killedAt = 0;
   char buf[65536];
-  while (p.outR.valid() || p.errR.valid() || p.inW.valid()) {
+  // With a pidfd the loop runs until the child exits: one that closes its
+  // pipes and then hangs must still meet its timeout and cancellation.
+  while (pidfd.valid() || p.outR.valid() || p.errR.valid() || p.inW.valid()) {
     pollfd fds[5];
     int n = 0;
     int idxIn = -1, idxOut = -1, idxErr = -1, idxPid = -1, idxCancel = -1;

@@ -41,7 +41,8 @@ bool StatNetns(int fd, NsId* id, ErrorInfo* err);
 
 // Runs fn() with the calling thread inside the netns `targetFd`, then
 // restores the thread's original netns. `restored` tells whether the thread
-// is still usable. Returns fn's error, or the setns failure.
+// is still usable. Returns fn's error, or the setns failure. A negative
+// `targetFd` means "this netns": fn() runs as is, with no switch.
 ErrorInfo RunInNetns(int targetFd, const std::function<ErrorInfo()>& fn, bool* restored);
 
 // Creates a new netns persisted at `dir/name` as `ip netns add` does: makes

@@ -113,13 +113,8 @@ Napi::Value InetOpen(const Napi::CallbackInfo& info) {
   return RunJob<S>(
       env, st,
       [](S& s) -> ErrorInfo {
-        ErrorInfo err;
-        if (!s.ns.valid()) {
-          sock::OpenInetSockets(s.specs, &s.opened, &err);
-          return err;
-        }
-        bool restored;
-        err = netns::RunInNetns(s.ns.get(), [&] {
+        bool restored;  // s.ns invalid (-1): this netns, no switch
+        ErrorInfo err = netns::RunInNetns(s.ns.get(), [&] {
           ErrorInfo e;
           sock::OpenInetSockets(s.specs, &s.opened, &e);
           return e;

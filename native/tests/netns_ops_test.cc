@@ -162,6 +162,18 @@ TEST(CreateRunInRemoveRestoresTheThread) {
   CHECK(access(dir.c_str(), F_OK) != 0);
 }
 
+TEST(RunInNetnsWithNegativeFdRunsInPlace) {
+  uint64_t before = ThreadNetnsIno(), inside = 0;
+  bool restored = false;
+  ErrorInfo e = netns::RunInNetns(-1, [&] {
+    inside = ThreadNetnsIno();
+    return ErrorInfo::Errno(EIO, "probe", "from fn");
+  }, &restored);
+  CHECK(restored);
+  CHECK_EQ(e.err, EIO);  // fn's own result, not a setns failure
+  CHECK_EQ(inside, before);
+}
+
 TEST(AnonymousNetnsHasItsOwnInodeAndRestoresTheThread) {
   if (geteuid() != 0) {
     if (std::getenv("CI")) CHECK(false);

@@ -63,6 +63,22 @@ netns::SpawnOptions Sh(const char* script) {
   return so;
 }
 
+// One Spawn call, timed, with the pids its callbacks reported.
+struct Ran {
+  ErrorInfo e;
+  netns::SpawnResult r;
+  pid_t child = -1, reaped = -1;
+  long long ms = 0;
+};
+Ran RunSpawn(const netns::SpawnOptions& so) {
+  Ran x;
+  bool restored;
+  long long t0 = NowMs();
+  x.e = netns::Spawn(so, &x.r, &restored, [&](pid_t p) { x.child = p; }, [&](pid_t p) { x.reaped = p; });
+  x.ms = NowMs() - t0;
+  return x;
+}
+
 }  // namespace
 
 TEST(DupNetnsFdTakesOnlyNetnsFds) {
@@ -93,55 +109,42 @@ TEST(DupNetnsFdTakesOnlyNetnsFds) {
 }
 
 TEST(SpawnEndsWhenChildExitsThoughGrandchildHoldsStdout) {
-  auto so = Sh("(sleep 5) & echo hi");
-  netns::SpawnResult r;
-  bool restored;
-  pid_t child = -1;
-  long long t0 = NowMs();
-  ErrorInfo e = netns::Spawn(so, &r, &restored, [&](pid_t p) { child = p; });
-  CHECK(!e.failed());
-  CHECK(NowMs() - t0 < 2000);
-  CHECK_EQ(r.code, 0);
-  CHECK_EQ(r.out, std::string("hi\n"));
-  CHECK(LiveMembers(child) > 0);  // the grandchild lives on in the child's group
-  kill(-child, SIGKILL);
-  CHECK(GroupGone(child));
+  Ran x = RunSpawn(Sh("(sleep 5) & echo hi"));
+  CHECK(!x.e.failed());
+  CHECK(x.ms < 2000);
+  CHECK_EQ(x.r.code, 0);
+  CHECK_EQ(x.r.out, std::string("hi\n"));
+  CHECK(LiveMembers(x.child) > 0);  // the grandchild lives on in the child's group
+  kill(-x.child, SIGKILL);
+  CHECK(GroupGone(x.child));
 }
 
 TEST(SpawnTimeoutKillsTheGroup) {
   auto so = Sh("sleep 30 & exec sleep 30");
   so.timeoutMs = 200;
-  netns::SpawnResult r;
-  bool restored;
-  pid_t child = -1;
-  long long t0 = NowMs();
-  ErrorInfo e = netns::Spawn(so, &r, &restored, [&](pid_t p) { child = p; });
-  CHECK(!e.failed());
-  CHECK(r.timedOut);
-  CHECK_EQ(r.signal, SIGKILL);
-  CHECK(NowMs() - t0 < 1500);
-  CHECK(GroupGone(child));
+  Ran x = RunSpawn(so);
+  CHECK(!x.e.failed());
+  CHECK(x.r.timedOut);
+  CHECK_EQ(x.r.signal, SIGKILL);
+  CHECK(x.ms < 1500);
+  CHECK(GroupGone(x.child));
 }
 
 TEST(SpawnStopsWhenCancelFdFires) {
   UniqueFd cancel(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto so = Sh("sleep 30 & wait");
   so.cancelFd = cancel.get();
-  netns::SpawnResult r;
-  bool restored;
-  pid_t child = -1, reaped = -1;
   std::thread t([&] {
     usleep(100000);
     uint64_t one = 1;
     CHECK(write(cancel.get(), &one, sizeof one) == sizeof one);
   });
-  long long t0 = NowMs();
-  ErrorInfo e = netns::Spawn(so, &r, &restored, [&](pid_t p) { child = p; }, [&](pid_t p) { reaped = p; });
+  Ran x = RunSpawn(so);
   t.join();
-  CHECK_EQ(e.err, ECANCELED);
-  CHECK(NowMs() - t0 < 1500);
-  CHECK_EQ(reaped, child);
-  CHECK(GroupGone(child));
+  CHECK_EQ(x.e.err, ECANCELED);
+  CHECK(x.ms < 1500);
+  CHECK_EQ(x.reaped, x.child);
+  CHECK(GroupGone(x.child));
 }
 
 TEST_MAIN()

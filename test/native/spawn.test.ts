@@ -96,6 +96,16 @@ describe.skipIf(!privileged())('native spawn', () => {
     expect(await waitDead(grandchild!)).toBe(true);
   });
 
+  it('enforces the timeout on a child that closed its pipes and hangs', async () => {
+    const ns = await freshNetns();
+    const t0 = Date.now();
+    // With every pipe closed, the loop used to stop polling and block in waitpid.
+    const r = await native().spawn(ns.fd, [SH, '-c', 'exec </dev/null >/dev/null 2>&1; exec sleep 30'], ENV, null, null, 200);
+    expect(Date.now() - t0).toBeLessThan(1500);
+    expect(r.timedOut).toBe(true);
+    expect(r.signal).toBe(9);
+  });
+
   it('resolves once the child exits even if a grandchild still holds stdout', async () => {
     const ns = await freshNetns();
     const pidFile = join(tmp(), 'pids');

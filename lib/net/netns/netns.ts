@@ -7,7 +7,7 @@ import { accessSync, constants as fsc, readdirSync, readlinkSync } from 'node:fs
 import { constants as osc } from 'node:os';
 import { isIP } from 'node:net';
 import { delimiter, join } from 'node:path';
-import { native } from '../../native.js';
+import { native, type NativeInetSpec } from '../../native.js';
 import { NetError } from '../errors.js';
 import { acquireHandle, releaseHandle, type NetHandle } from './handle.js';
 
@@ -294,25 +294,23 @@ export class Netns {
     if (opts.type !== 'tcp' && opts.type !== 'udp') throw new TypeError('type must be tcp or udp');
     const mark = opts.mark ?? 0;
     if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff) throw new RangeError(`mark ${mark} is out of range`);
+    const udp = opts.type === 'udp';
     const b = opts.bind;
+    let spec: NativeInetSpec;
     if (b === undefined) {
       if (opts.family !== 4 && opts.family !== 6) throw new RangeError('family must be 4 or 6');
-      const [plain] = await this.#use(() => native().inetOpen(this.#fd, [{
-        udp: opts.type === 'udp', address: opts.family === 4 ? '0.0.0.0' : '::', port: 0, mark, reusePort: false,
-        transparent: false, optional: false, bind: false,
-      }]));
-      return plain!.fd!;
+      // A plain socket: options set, not bound (the address only picks the family).
+      spec = { udp, address: opts.family === 4 ? '0.0.0.0' : '::', port: 0, mark, reusePort: false, transparent: false, optional: false, bind: false };
+    } else {
+      const family = isIP(b.address);
+      if (family === 0) throw new TypeError(`bind address must be a numeric IP address, got ${JSON.stringify(b.address)}`);
+      if (opts.family !== undefined && opts.family !== family) throw new RangeError(`bind address ${b.address} is not IPv${opts.family}`);
+      if (!Number.isInteger(b.port) || b.port < 0 || b.port > 65535) throw new RangeError(`port ${b.port} is out of range 0-65535`);
+      const backlog = b.backlog ?? 511;
+      if (!Number.isInteger(backlog) || backlog < 0 || backlog > 0x7fffffff) throw new RangeError(`backlog ${backlog} is out of range`);
+      spec = { udp, address: b.address, port: b.port, mark, reusePort: b.reusePort ?? false, transparent: b.transparent ?? false, optional: false, backlog };
     }
-    const family = isIP(b.address);
-    if (family === 0) throw new TypeError(`bind address must be a numeric IP address, got ${JSON.stringify(b.address)}`);
-    if (opts.family !== undefined && opts.family !== family) throw new RangeError(`bind address ${b.address} is not IPv${opts.family}`);
-    if (!Number.isInteger(b.port) || b.port < 0 || b.port > 65535) throw new RangeError(`port ${b.port} is out of range 0-65535`);
-    const backlog = b.backlog ?? 511;
-    if (!Number.isInteger(backlog) || backlog < 0 || backlog > 0x7fffffff) throw new RangeError(`backlog ${backlog} is out of range`);
-    const [opened] = await this.#use(() => native().inetOpen(this.#fd, [{
-      udp: opts.type === 'udp', address: b.address, port: b.port, mark, reusePort: b.reusePort ?? false,
-      transparent: b.transparent ?? false, optional: false, backlog,
-    }]));
+    const [opened] = await this.#use(() => native().inetOpen(this.#fd, [spec]));
     return opened!.fd!;
   }
 
