@@ -3,8 +3,15 @@
 // netns del`), its run directory and its IPAM directory. Only names carrying
 // the prefix are touched, and never those of a run that is still going.
 import { DEMO_PREFIX_FAMILY, findLeftovers, isSafePrefix, removeLeftovers } from '../demo/leftovers.js';
-import { noExtraPositionals, parseArgs, UsageError } from './args.js';
+import { noExtraPositionals, parseArgs, UsageError, type ParsedArgs } from './args.js';
 import type { Command } from './main.js';
+
+/** `--prefix P` of cleanup and demo, checked as cleanup can match it (isSafePrefix). */
+export function prefixOption(args: ParsedArgs): string | undefined {
+  const prefix = args.values.get('prefix');
+  if (prefix !== undefined && !isSafePrefix(prefix)) throw new UsageError(`--prefix must be 2-31 lowercase letters, digits and - (starting with a letter or digit), got ${JSON.stringify(prefix)}`);
+  return prefix;
+}
 
 export const command: Command = {
   summary: 'Remove what a killed or kept demo (or test run) left behind: namespaces, their mounts, temp dirs.',
@@ -25,8 +32,7 @@ export const command: Command = {
   async run(argv) {
     const args = parseArgs(argv, { booleans: ['dry-run'], strings: ['prefix'] });
     noExtraPositionals(args);
-    const prefix = args.values.get('prefix') ?? DEMO_PREFIX_FAMILY;
-    if (!isSafePrefix(prefix)) throw new UsageError(`--prefix must be 2-31 lowercase letters, digits and - (starting with a letter or digit), got ${JSON.stringify(prefix)}`);
+    const prefix = prefixOption(args) ?? DEMO_PREFIX_FAMILY;
     const found = findLeftovers(prefix);
     for (const s of found.skipped) process.stdout.write(`skipped ${s.what}: ${s.why}\n`);
     if (args.flags.has('dry-run')) {

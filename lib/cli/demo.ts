@@ -1,9 +1,10 @@
 // `podwire demo`: the README's main command. A simulated mesh node on this
 // machine, enrolled through the real pipeline and proven with real traffic.
 import { cniAvailable } from '../demo/cni.js';
-import { DEMO_PREFIX_FAMILY, findLeftovers, isSafePrefix } from '../demo/leftovers.js';
+import { DEMO_PREFIX_FAMILY, findLeftovers } from '../demo/leftovers.js';
 import { runDemo, type DemoReport } from '../demo/run.js';
-import { parseArgs, UsageError } from './args.js';
+import { noExtraPositionals, parseArgs, UsageError } from './args.js';
+import { prefixOption } from './cleanup.js';
 import type { Command } from './main.js';
 import { table } from './table.js';
 
@@ -56,15 +57,14 @@ export const command: Command = {
   ].join('\n'),
   async run(argv) {
     const args = parseArgs(argv, { booleans: ['cni', 'json', 'keep', 'no-ipv6'], strings: ['pods', 'backend', 'prefix'] });
-    const prefix = args.values.get('prefix');
-    if (prefix !== undefined && !isSafePrefix(prefix)) throw new UsageError(`--prefix must be 2-31 lowercase letters, digits and - (starting with a letter or digit), got ${JSON.stringify(prefix)}`);
+    const prefix = prefixOption(args);
     const podsText = args.values.get('pods') ?? '20';
     if (!/^\d+$/.test(podsText)) throw new UsageError(`--pods must be a number, got ${podsText}`);
     const pods = Number(podsText);
     if (pods < 1 || pods > 5000) throw new UsageError('--pods must be between 1 and 5000');
     const backend = args.values.get('backend') ?? 'nftables';
     if (backend !== 'nftables' && backend !== 'iptables') throw new UsageError(`--backend must be nftables or iptables, got ${backend}`);
-    if (args.positionals.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    noExtraPositionals(args);
     if (args.flags.has('cni') && !cniAvailable()) throw new UsageError('--cni needs the bridge and host-local plugins in /usr/lib/cni (Debian: containernetworking-plugins)');
     const json = args.flags.has('json');
     const tty = process.stderr.isTTY === true && !json;

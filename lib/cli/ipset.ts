@@ -1,8 +1,7 @@
 // `podwire ipset ...`: ipset sets of a netns over netlink, for scripts in
 // privileged containers that have no ipset binary. `save` prints text that
 // `ipset restore` accepts.
-import { isIP } from 'node:net';
-import { formatCreateLine, formatEntry, formatSave, IPSET_TYPES, parseEntryText, type IpsetList, type IpsetType } from '../net/ipset/codec.js';
+import { formatCreateLine, formatEntry, formatSave, IPSET_TYPES, normalizeEntry, parseEntryText, type IpsetList, type IpsetType } from '../net/ipset/codec.js';
 import type { IpsetCreateOptions, IpsetEntry } from '../net/ipset/ipset.js';
 import { Netns } from '../net/netns/netns.js';
 import { parseArgs, UsageError } from './args.js';
@@ -52,20 +51,15 @@ async function readEntries(file: string): Promise<string[]> {
   return text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
 }
 
-/** An ENTRY as the user wrote it, checked for shape, address and ranges (a bad one is a usage error). */
+/** An ENTRY as the user wrote it, checked as the kernel call would check it (a bad one is a usage error). */
 function entryFromText(text: string): IpsetEntry {
-  let e: IpsetEntry;
   try {
-    e = parseEntryText(text);
+    const e = parseEntryText(text);
+    normalizeEntry(e);
+    return e;
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: ${(err as Error).message}`);
   }
-  const family = isIP(e.address);
-  if (family === 0) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: ${JSON.stringify(e.address)} is not an IP address`);
-  if (e.cidr !== undefined && e.cidr > (family === 4 ? 32 : 128)) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: prefix length ${e.cidr} out of range`);
-  if (e.port !== undefined && e.port > 65535) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: port ${e.port} out of range`);
-  if (e.proto !== undefined && !['tcp', 'udp', 'sctp', 'udplite'].includes(e.proto)) throw new UsageError(`invalid ENTRY ${JSON.stringify(text)}: unknown protocol ${e.proto}`);
-  return e;
 }
 
 function formatList(s: IpsetList): string {

@@ -28,7 +28,6 @@ function netns(ref: string | undefined, required: boolean): Netns {
     if (required) throw new UsageError('--netns is required');
     return Netns.current();
   }
-  if (ref === '') throw new UsageError('--netns needs a value');
   return Netns.resolve(ref);
 }
 

@@ -146,7 +146,7 @@ export const command: Command = {
 
 async function act(action: 'apply' | 'verify' | 'remove', args: ParsedArgs, model: RuleModel, backend: Backend | undefined): Promise<number> {
   const ref = args.values.get('netns');
-  if (ref === undefined || ref === '') throw new UsageError(`${action} needs --netns NAME|PATH|PID`);
+  if (ref === undefined) throw new UsageError(`${action} needs --netns NAME|PATH|PID`);
   const mode = args.values.get('iptables-mode');
   if (mode !== undefined && mode !== 'legacy' && mode !== 'nft') throw new UsageError('--iptables-mode must be legacy or nft');
   const ns = Netns.resolve(ref);

@@ -6,8 +6,9 @@ import { UsageError, noExtraPositionals, parseArgs } from './args.js';
 import type { Command } from './main.js';
 import { ZtunnelPeer } from '../zds/peer.js';
 import { ZTUNNEL_SOCKET_PATH } from '../zds/server.js';
+import { MAX_TIMEOUT_MS } from '../util/timeout.js';
 
-function nonNegative(name: string, v: string | undefined, max = 2 ** 31 - 1): number | undefined {
+function nonNegative(name: string, v: string | undefined, max = MAX_TIMEOUT_MS): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
   if (!/^\d{1,10}$/.test(v) || n > max) throw new UsageError(`--${name} needs an integer from 0 to ${max}, got ${JSON.stringify(v)}`);
@@ -16,7 +17,7 @@ function nonNegative(name: string, v: string | undefined, max = 2 ** 31 - 1): nu
 
 /** sun_path holds 108 bytes: a path needs its NUL (107 left), an @abstract name's @ stands for the leading NUL. */
 export function validateSocketName(v: string): string {
-  if (v === '' || v === '@') throw new UsageError(`--socket needs a path or an @abstract name, got ${JSON.stringify(v)}`);
+  if (v === '@') throw new UsageError(`--socket needs a path or an @abstract name, got ${JSON.stringify(v)}`);
   if (v.includes('\0')) throw new UsageError('--socket must not contain NUL bytes');
   const max = v.startsWith('@') ? 108 : 107;
   const len = Buffer.byteLength(v);

@@ -10,10 +10,11 @@
 // is skipped; so is a name that embeds the pid of a live process
 // (`pwdemo-<pid>-…`, the test suites' `pwt-<pid>-…`) unless a dead run's marker
 // claims it.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Netns, NETNS_RUN_DIR } from '../net/netns/netns.js';
+import { writeFileAtomicSync } from '../util/atomic-write.js';
 
 /** The prefix of every default demo run (`pwdemo-<pid>-`), and `podwire cleanup`'s default. */
 export const DEMO_PREFIX_FAMILY = 'pwdemo-';
@@ -61,7 +62,8 @@ export function processAlive(pid: number, startTime?: string): boolean {
 export function createRunDir(prefix: string, dir = tmpdir()): string {
   const runDir = mkdtempSync(join(dir, prefix));
   const marker: Marker = { tool: 'podwire demo', pid: process.pid, startTime: procStartTime(process.pid)?.startTime, prefix };
-  writeFileSync(join(runDir, MARKER_FILE), `${JSON.stringify(marker)}\n`);
+  // Atomic: a concurrent `podwire cleanup` never reads half a marker (and takes the run for unmarked).
+  writeFileAtomicSync(join(runDir, MARKER_FILE), `${JSON.stringify(marker)}\n`, { mode: 0o644, mkdir: false });
   return runDir;
 }
 
@@ -124,7 +126,7 @@ export function findLeftovers(prefix: string, opts: LeftoverOptions = {}): Lefto
   const netnsDir = opts.netnsDir ?? NETNS_RUN_DIR;
   const tmp = opts.tmpDir ?? tmpdir();
   const out: Leftovers = { prefix, netns: [], dirs: [], live: [], skipped: [] };
-  const deadRuns: string[] = [];
+  const runs: Array<{ prefix: string; pid: number; live: boolean }> = [];
   const runDirs: string[] = [];
   const ipamDirs: string[] = [];
   const sockets = boundUnixPaths();
@@ -135,9 +137,10 @@ export function findLeftovers(prefix: string, opts: LeftoverOptions = {}): Lefto
     if (!isDir(path)) continue;
     const marker = readMarker(join(path, MARKER_FILE));
     if (marker) {
-      if (processAlive(marker.pid, marker.startTime)) out.live.push({ pid: marker.pid, prefix: marker.prefix });
+      const live = processAlive(marker.pid, marker.startTime);
+      runs.push({ prefix: marker.prefix, pid: marker.pid, live });
+      if (live) out.live.push({ pid: marker.pid, prefix: marker.prefix });
       else {
-        deadRuns.push(marker.prefix);
         // Its directory goes only when the whole run is in scope.
         if (name.startsWith(prefix) && marker.prefix.startsWith(prefix)) runDirs.push(path);
       }
@@ -153,10 +156,9 @@ export function findLeftovers(prefix: string, opts: LeftoverOptions = {}): Lefto
     }
   }
   // The longest matching run prefix decides: a live run's things stay, a dead run's go.
-  const owner = (name: string): { live: boolean; pid?: number } | undefined => {
-    let best: { prefix: string; live: boolean; pid?: number } | undefined;
-    for (const r of out.live) if (name.startsWith(r.prefix) && (!best || r.prefix.length > best.prefix.length)) best = { prefix: r.prefix, live: true, pid: r.pid };
-    for (const p of deadRuns) if (name.startsWith(p) && (!best || p.length > best.prefix.length)) best = { prefix: p, live: false };
+  const owner = (name: string) => {
+    let best: (typeof runs)[number] | undefined;
+    for (const r of runs) if (name.startsWith(r.prefix) && (!best || r.prefix.length > best.prefix.length || (r.prefix.length === best.prefix.length && r.live))) best = r;
     return best;
   };
   const decide = (name: string, what: string): boolean => {
@@ -173,7 +175,7 @@ export function findLeftovers(prefix: string, opts: LeftoverOptions = {}): Lefto
     }
     return true;
   };
-  for (const name of list(netnsDir).filter((n) => n.startsWith(prefix))) if (decide(name, `netns ${name}`)) out.netns.push(name);
+  for (const name of Netns.list({ dir: netnsDir }).filter((n) => n.startsWith(prefix))) if (decide(name, `netns ${name}`)) out.netns.push(name);
   for (const path of ipamDirs) if (decide(path.slice(tmp.length + 1), path)) out.dirs.push(path);
   out.dirs.push(...runDirs);
   return out;
@@ -190,7 +192,7 @@ export async function removeLeftovers(l: Leftovers, opts: LeftoverOptions = {}):
   const netnsDir = opts.netnsDir ?? NETNS_RUN_DIR;
   for (const name of l.netns) {
     try {
-      await Netns.remove(name, { dir: netnsDir });  // may become async: awaiting a void is harmless
+      await Netns.remove(name, { dir: netnsDir });
       r.removed.push(`netns ${name}`);
     } catch (err) {
       if ((err as { code?: string }).code === 'ENOENT') continue;  // gone meanwhile
@@ -210,7 +212,7 @@ export async function removeLeftovers(l: Leftovers, opts: LeftoverOptions = {}):
 
 /** The netns names and IPAM dir a run with exactly this prefix would create that already exist. */
 export function collisions(prefix: string, opts: LeftoverOptions = {}): string[] {
-  const names = list(opts.netnsDir ?? NETNS_RUN_DIR).filter((n) => n.startsWith(prefix) && /^(?:node|ext|pod-\d+)$/.test(n.slice(prefix.length)));
+  const names = Netns.list({ dir: opts.netnsDir }).filter((n) => n.startsWith(prefix) && /^(?:node|ext|pod-\d+)$/.test(n.slice(prefix.length)));
   const ipam = ipamDir(prefix, opts.tmpDir);
   return [...names.map((n) => `netns ${n}`), ...(isDir(ipam) ? [`dir ${ipam}`] : [])];
 }

@@ -111,7 +111,8 @@ describe.skipIf(!privileged('nft'))('podwire cleanup', () => {
   it('skips unmarked names that carry the pid of a live process, removes those of a dead one', async () => {
     const env = { TMPDIR: privateTmp() };
     const live = usePrefix('np');
-    const dead = `pwt-${deadPid()}-np-`;
+    // Not pwt-: a concurrent suite's global setup sweeps pwt-<dead pid>- names and would remove it under us.
+    const dead = `pwtdead-${deadPid()}-np-`;
     prefixes.push(dead);
     for (const n of [`${live}node`, `${dead}node`]) await Netns.create(n).then((ns) => ns.close());
     const skipped = await spawnCli(['cleanup', '--prefix', live], { env, timeoutMs: 60_000 }).done;

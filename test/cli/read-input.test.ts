@@ -69,6 +69,7 @@ describe('commands stop reading at the cap and exit 2', () => {
     const r = await spawnCli(argv, { timeoutMs: 30_000, dataLimitBytes: GiB }).done;
     expect(r.code, r.err.slice(0, 500)).toBe(2);
     expect(r.err).toContain('16 MiB');
+    expect(r.err).not.toContain('Usage:');  // an input error, not a usage mistake: no usage text
   }, 40_000);
 
   it.each([
@@ -80,6 +81,7 @@ describe('commands stop reading at the cap and exit 2', () => {
     const [written, r] = await Promise.all([feed(p.child.stdin!, max), p.done]);
     expect(r.code, r.err.slice(0, 500)).toBe(2);
     expect(r.err).toContain('16 MiB');
+    expect(r.err).not.toContain('Usage:');  // an input error, not a usage mistake: no usage text
     // It let go of stdin right after the cap: the generator was cut off long before it ran out.
     expect(written).toBeLessThan(MAX_INPUT_BYTES + 8 * 1024 * 1024);
   }, 40_000);

@@ -1,6 +1,6 @@
 // Runs `podwire ARGV` in-process and captures what it writes; spawnCli runs it
 // as a child process.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { vi } from 'vitest';
 import { main } from '../../lib/cli/main.js';
@@ -19,7 +19,7 @@ export async function runCli(...argv: string[]): Promise<{ code: number; out: st
 }
 
 export interface SpawnedCli {
-  child: import('node:child_process').ChildProcess;
+  child: ChildProcess;
   /** Resolves when the child exits: its code (null when killed), signal and output. */
   done: Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string }>;
 }
