@@ -177,12 +177,15 @@ function selectors(raw: string): EnablementSelector[] {
   }
   if (!Array.isArray(doc)) throw new Bad('must be a YAML (or JSON) list of {podSelector, namespaceSelector}');
   try {
-    compileEnablementSelectors(doc);
+    COMPILED.set(doc, compileEnablementSelectors(doc));
   } catch (err) {
     throw new Bad(err instanceof Error ? err.message : String(err));
   }
   return doc as EnablementSelector[];
 }
+
+/** What selectors() compiled while validating, so parseAgentConfig does not compile it again. */
+const COMPILED = new WeakMap<object, CompiledEnablementSelectors>();
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal', 'none'] as const;
 // Istio's --log_output_level: `level` or `scope:level`, comma-separated; a bare level sets `default`.
@@ -331,7 +334,7 @@ export function parseAgentConfig(env: Env = process.env, argv: readonly string[]
     throw new ConfigError(f ? '--node-name' : 'NODE_NAME', '', 'is required (set it from spec.nodeName via the downward API)');
   }
   const cfg = out as unknown as AgentConfig;
-  cfg.selectors = compileEnablementSelectors(cfg.enablementSelectors);
+  cfg.selectors = COMPILED.get(cfg.enablementSelectors) ?? compileEnablementSelectors(cfg.enablementSelectors);
   return cfg;
 }
 

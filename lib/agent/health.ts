@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { Readiness } from './readiness.js';
+import { optionalTimeout } from '../util/timeout.js';
 
 export { Readiness, READINESS_CONDITIONS, type ReadinessCondition } from './readiness.js';
 
@@ -145,8 +146,10 @@ function validate(kind: MonitorServerKind, opts: ServerOptions): void {
   if (host !== undefined && (typeof host !== 'string' || host === '')) {
     throw new MonitorServerError('ERR_MONITOR_OPTIONS', kind, 'host must be a non-empty string');
   }
-  if (closeGraceMs !== undefined && (!Number.isFinite(closeGraceMs) || closeGraceMs < 0)) {
-    throw new MonitorServerError('ERR_MONITOR_OPTIONS', kind, 'closeGraceMs must be a finite number ≥ 0');
+  try {
+    optionalTimeout(closeGraceMs, 'closeGraceMs', undefined, { allowZero: true });
+  } catch (e) {
+    throw new MonitorServerError('ERR_MONITOR_OPTIONS', kind, (e as Error).message);
   }
 }
 

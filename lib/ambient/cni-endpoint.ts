@@ -26,6 +26,7 @@ import { chmod, mkdir, mkdtemp, rename, rm, stat, unlink } from 'node:fs/promise
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { CmdAddBodyError, parseCmdAddBody, type CmdAddRequest } from './cni-types.js';
+import { optionalTimeout } from '../util/timeout.js';
 
 export { CmdAddBodyError, parseCmdAddBody, unmapIp, type CmdAddRequest, type CniIpConfig, type CmdAddBodyErrorCode } from './cni-types.js';
 
@@ -219,10 +220,11 @@ async function handleCmdAdd(ctx: Ctx): Promise<void> {
   }
 }
 
-function positive(name: string, v: number | undefined, allowZero = false): void {
-  if (v === undefined) return;
-  if (!Number.isFinite(v) || v < 0 || (!allowZero && v === 0)) {
-    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `${name} must be a finite number ${allowZero ? '≥' : '>'} 0`);
+function option(check: () => unknown): void {
+  try {
+    check();
+  } catch (e) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', (e as Error).message);
   }
 }
 
@@ -230,9 +232,12 @@ function validate(opts: CniEndpointOptions): void {
   if (opts === null || typeof opts !== 'object') throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', 'options must be an object');
   if (typeof opts.runDir !== 'string' || opts.runDir === '') throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', 'runDir must be a non-empty string');
   if (typeof opts.onCmdAdd !== 'function') throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', 'onCmdAdd must be a function');
-  positive('handlerTimeoutMs', opts.handlerTimeoutMs);
-  positive('maxBodyBytes', opts.maxBodyBytes);
-  positive('closeGraceMs', opts.closeGraceMs, true);
+  option(() => optionalTimeout(opts.handlerTimeoutMs, 'handlerTimeoutMs', undefined));
+  option(() => optionalTimeout(opts.closeGraceMs, 'closeGraceMs', undefined, { allowZero: true }));
+  const max = opts.maxBodyBytes;
+  if (max !== undefined && !(Number.isFinite(max) && max > 0)) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `maxBodyBytes must be a finite number > 0, got ${String(max)}`);
+  }
   const sock = join(opts.runDir, PLUGIN_EVENT_SOCKET);
   if (Buffer.byteLength(sock) > MAX_SOCKET_PATH_BYTES) {
     throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `socket path longer than ${MAX_SOCKET_PATH_BYTES} bytes: ${sock}`);

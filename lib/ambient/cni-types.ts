@@ -9,13 +9,13 @@
 // wins), unknown keys are ignored, `Interface` is an integer or null, `Mask` is base64. Where Go
 // would accept a body the agent cannot act on (empty pod name/namespace/netns, an empty IP), we
 // answer 400 up front instead of failing later with a 500: the intended behaviour, stated here.
-import { isIP } from 'node:net';
+import { formatIp, parseIp } from '../net/ip.js';
 
 /** One entry of prevResult.ips as the plugin forwards it (Go `IPConfig`). */
 export interface CniIpConfig {
   /** Index into prevResult.interfaces, or null. */
   interface: number | null;
-  /** `Address.IP` exactly as sent (canonicalised; IPv4-mapped IPv6 kept as sent here). */
+  /** `Address.IP` canonicalised (RFC 5952; an IPv4-mapped address stays mapped here, `::ffff:a.b.c.d`). */
   ip: string;
   /** `Address.Mask` decoded from base64; null when absent/null. */
   mask: Buffer | null;
@@ -80,24 +80,27 @@ function jsonType(v: unknown): string {
 }
 
 /**
- * Canonical text of an IP address like Go's `net.IP.String()`, or undefined when `s` is not one
- * (Go's `net.ParseIP` accepts no zone and no leading zeros; Node's `isIP` allows a zone, so reject it).
+ * Canonical (RFC 5952, inet_ntop) text of an IP address, or undefined when `s` is not one
+ * (lib/net/ip's strict parser: no zone, no leading zeros, like Go's `net.ParseIP`).
  */
 function canonicalIp(s: string): string | undefined {
-  if (s.includes('%')) return undefined;
-  const fam = isIP(s);
-  if (fam === 4) return s;
-  if (fam !== 6) return undefined;
-  return new URL(`http://[${s}]/`).hostname.slice(1, -1);  // WHATWG canonical (RFC 5952) form
+  try {
+    return formatIp(parseIp(s).bytes);
+  } catch {
+    return undefined;
+  }
 }
 
 /** `::ffff:a.b.c.d` → `a.b.c.d` (upstream's `netip.Addr.Unmap()`); other addresses unchanged. */
-export function unmapIp(canonical: string): string {
-  const m = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical);
-  if (m === null) return canonical;
-  const hi = parseInt(m[1]!, 16);
-  const lo = parseInt(m[2]!, 16);
-  return `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+export function unmapIp(ip: string): string {
+  let bytes: Buffer;
+  try {
+    bytes = parseIp(ip).bytes;
+  } catch {
+    return ip;
+  }
+  const mapped = bytes.length === 16 && bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+  return mapped ? formatIp(bytes.subarray(12)) : ip;
 }
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

@@ -13,12 +13,13 @@ import { createPodEvent } from '../kube/events.js';
 import type { Informer } from '../kube/informer.js';
 import { annotatePodViaStatus } from '../kube/pods.js';
 import { namespaceInformer, podInformer } from '../kube/resources.js';
+import { REDIRECTION_ANNOTATION } from '../mesh/constants.js';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
 import { EnrollError } from '../dataplane/errors.js';
 import type { PodInfo } from '../dataplane/types.js';
 import { NonRetryable, WorkQueue, type DropReason } from './work-queue.js';
 
-export const REDIRECTION_ANNOTATION = 'ambient.istio.io/redirection';
+export { REDIRECTION_ANNOTATION };
 export const EVENT_COMPONENT = 'istio-cni-node';
 
 /** What the controller needs of the dataplane (lib/dataplane Dataplane satisfies it). */

@@ -19,6 +19,7 @@
 // - one worker by default (spec: "single worker"); `concurrency` raises the bound.
 //
 // Time comes from an injectable `Clock` (real timers by default). No global state.
+import { optionalTimeout } from '../util/timeout.js';
 
 /** Time source and timers; the default uses Date.now and the real setTimeout. */
 export interface Clock {
@@ -305,7 +306,7 @@ export class WorkQueue<K = string> {
    * on the queue's clock. Idempotent.
    */
   async shutdown(opts: { timeoutMs?: number } = {}): Promise<ShutdownResult> {
-    const timeoutMs = opts.timeoutMs ?? 10_000;
+    const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', 10_000);
     let discarded = 0;
     if (!this.#shuttingDown) {
       this.#shuttingDown = true;
@@ -364,8 +365,9 @@ export class WorkQueue<K = string> {
     if (!failed) {
       this.#limiter.forget(key);
     } else if (isNonRetryable(error)) {
+      const attempts = this.#limiter.numRequeues(key) + 1;  // counted before forget() resets it
       this.#limiter.forget(key);
-      this.#drop(key, error, 'non-retryable', this.#limiter.numRequeues(key) + 1);
+      this.#drop(key, error, 'non-retryable', attempts);
     } else {
       // Istio processNextItem: retryCount = NumRequeues + 1; retry while < maxAttempts.
       const attempt = this.#limiter.numRequeues(key) + 1;

@@ -14,7 +14,7 @@ import * as https from 'node:https';
 import { ApiException, CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
 import { KubeConfigError, KubeError, codeForStatus, codeForTransport, type KubeVerb } from './errors.js';
 import type { KubeCredentials, TlsMaterial } from './config.js';
-import { checkTimeout } from '../util/timeout.js';
+import { checkTimeout, optionalTimeout } from '../util/timeout.js';
 
 export const USER_AGENT = 'podwire/0.1.0';
 
@@ -131,7 +131,7 @@ export class KubeClient {
    * last argument (they carry the abort signal and the content type).
    */
   async call<T>(target: CallTarget, fn: (options: ConfigurationOptions) => Promise<T>, opts: CallOptions = {}): Promise<T> {
-    const timeoutMs = opts.timeoutMs === undefined ? this.requestTimeoutMs : checkTimeout(opts.timeoutMs, 'timeoutMs');
+    const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', this.requestTimeoutMs);
     const ac = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {

@@ -102,8 +102,9 @@ export function inClusterConfig(opts: InClusterOptions = {}): KubeCredentials {
   }
   const tokenPath = opts.tokenFile ?? join(SERVICEACCOUNT_DIR, 'token');
   const caPath = opts.caFile ?? join(SERVICEACCOUNT_DIR, 'ca.crt');
-  const tokenFile = mustRead(tokenPath, 'ServiceAccount token');
-  if (readFileSync(tokenPath, 'utf8').trim() === '') throw new KubeConfigError('KUBE_TOKEN_EMPTY', `token file ${tokenPath} is empty`, tokenPath);
+  const tokenFile = mustRead(tokenPath, 'ServiceAccount token', undefined, undefined, (data) => {
+    if (data.toString('utf8').trim() === '') throw new KubeConfigError('KUBE_TOKEN_EMPTY', `token file ${tokenPath} is empty`, tokenPath);
+  });
   const caFile = mustRead(caPath, 'ServiceAccount CA bundle');
   let namespace: string | undefined;
   try {
@@ -269,12 +270,14 @@ function source(o: Record<string, unknown>, k: string, at: string, base: string,
 const resolvePath = (base: string, p: string) => (isAbsolute(p) ? p : join(base, p));
 
 /** A WatchedFile that must be readable now (so a wrong path fails at load, naming the field that gave it). */
-function mustRead(path: string, what: string, kubeconfig?: string, field?: string): WatchedFile {
+function mustRead(path: string, what: string, kubeconfig?: string, field?: string, check?: (data: Buffer) => void): WatchedFile {
+  let data: Buffer;
   try {
-    readFileSync(path);
+    data = readFileSync(path);
   } catch (err) {
     const via = kubeconfig ? ` (from ${field} in ${kubeconfig})` : '';
     throw new KubeConfigError('KUBE_CONFIG_UNREADABLE', `${what} ${path}${via}: ${(err as Error).message}`, path, field, { cause: err });
   }
+  check?.(data);
   return new WatchedFile(path, what);
 }

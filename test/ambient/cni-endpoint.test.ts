@@ -113,7 +113,7 @@ describe('POST /cmdadd with upstream bodies', () => {
     expect(r.body).toBe('');
     expect(got).toEqual([{
       netns: '/var/run/netns/cni-1', podName: 'app-1', podNamespace: 'ns1', ips: ['10.0.0.2'],
-      ipConfigs: [{ interface: 2, ip: '::ffff:a00:2', mask: Buffer.from([255, 255, 255, 0]), gateway: null }],
+      ipConfigs: [{ interface: 2, ip: '::ffff:10.0.0.2', mask: Buffer.from([255, 255, 255, 0]), gateway: null }],
     }]);
   });
 
@@ -218,6 +218,12 @@ describe('bad requests', () => {
   it('parseCmdAddBody throws CmdAddBodyError with the field', () => {
     expect(() => parseCmdAddBody('{"Netns":"/n","PodName":"a","PodNamespace":"b","IPs":[{"Address":{"IP":"x"}}]}'))
       .toThrow(expect.objectContaining({ name: 'CmdAddBodyError', code: 'ERR_CNI_EVENT_FIELD', field: 'IPs[0].Address.IP' }));
+  });
+
+  it('parseCmdAddBody canonicalises addresses (RFC 5952) and unmaps IPv4-mapped ones', () => {
+    const r = parseCmdAddBody('{"Netns":"/n","PodName":"a","PodNamespace":"b","IPs":[{"Address":{"IP":"FD00:10:244:0:0:0:0:5"},"Gateway":"FD00:10:244::1"},{"Address":{"IP":"::FFFF:10.1.2.3"}}]}');
+    expect(r.ips).toEqual(['fd00:10:244::5', '10.1.2.3']);
+    expect(r.ipConfigs.map((c) => [c.ip, c.gateway])).toEqual([['fd00:10:244::5', 'fd00:10:244::1'], ['::ffff:10.1.2.3', null]]);
   });
 
   it('unknown paths → 404 (including /v1/cni, not served yet)', async () => {

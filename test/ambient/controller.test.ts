@@ -139,6 +139,7 @@ describeKube('ambient controller', () => {
     expect(ev.reason).toBe('EnrollFailed');
     expect(ev.message).toContain('stage netns');
     await until('nonetns dropped, not retried', () => ctl.queue.stats().dropped >= 1);
+    expect(ctl.queue.stats()).toMatchObject({ dropped: 1, retries: 0 });
     expect(await annotation(ns, 'nonetns')).toBeUndefined();
     expect(await annotation(ns, 'pending')).toBeUndefined();
     expect(t.rules.calls.some((c) => c.includes(bad.metadata!.uid!))).toBe(false);

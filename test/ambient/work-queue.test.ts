@@ -301,6 +301,17 @@ describe('WorkQueue: retries', () => {
     expect(h.clock.pending).toBe(0);
   });
 
+  it('a NonRetryable after retried failures reports every run as an attempt', async () => {
+    const err = new NonRetryable('gave up');
+    let n = 0;
+    const h = harness({ impl: async () => { if (++n < 3) throw new Error('transient'); throw err; } });
+    h.q.add('a');
+    await h.clock.advance(60_000);
+    expect(h.runs).toHaveLength(3);
+    expect(h.drops).toEqual([{ key: 'a', reason: 'non-retryable', attempts: 3, err }]);
+    expect(h.q.numRequeues('a')).toBe(0);
+  });
+
   it('a synchronous throw from process is handled like a rejection', async () => {
     const clock = new FakeClock();
     const at: number[] = [];

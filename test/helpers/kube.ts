@@ -27,9 +27,12 @@ const inCI = process.env.CI === 'true' || process.env.CI === '1';
  */
 export const describeKube: ReturnType<typeof describe.skipIf> = describe.skipIf(process.env.PODWIRE_KUBE === 'off' && !inCI && !process.env.PODWIRE_KUBE_STATE);
 
-/** The control plane's facts; throws (never skips) when there is none. */
+let cached: { file: string; env: KubeEnv } | undefined;
+
+/** The control plane's facts (the state file is read once per worker); throws (never skips) when there is none. */
 export function kubeEnv(): KubeEnv {
   const file = process.env.PODWIRE_KUBE_STATE;
+  if (cached && cached.file === file) return cached.env;
   if (!file) {
     throw new Error('no test control plane: PODWIRE_KUBE_STATE is not set (vitest globalSetup test/helpers/kube-setup.ts starts one; run through vitest/npm test)');
   }
@@ -42,6 +45,7 @@ export function kubeEnv(): KubeEnv {
   for (const k of ['server', 'caFile', 'adminKubeconfig', 'agentKubeconfig', 'agentTokenFile'] as const) {
     if (typeof env[k] !== 'string' || !env[k]) throw new Error(`test control plane state ${file} lacks "${k}"`);
   }
+  cached = { file, env };
   return env;
 }
 

@@ -44,6 +44,34 @@ it('kubeconfig: a good file loads (relative paths against its directory, namespa
   expect(c.namespace).toBe('ns1');
 });
 
+it('unchanged files are not re-read per request, and the keep-alive agent is reused until one changes', async () => {
+  writeFileSync(join(dir, 'ca.crt'), 'ca-1');
+  writeFileSync(join(dir, 'token'), 'tok-1\n');
+  const f = write('k', kc({ server: 'https://127.0.0.1:6443', 'certificate-authority': 'ca.crt' }, { tokenFile: 'token' }));
+  const client = new KubeClient(loadKubeconfig(f));
+  try {
+    const creds = client.credentials;
+    const a1 = await client.agent();
+    const v1 = (await creds.tls()).version;
+    expect(await creds.authorization()).toBe('Bearer tok-1');
+    for (let i = 0; i < 3; i++) {
+      expect(await client.agent()).toBe(a1);
+      expect(await creds.authorization()).toBe('Bearer tok-1');
+    }
+    expect((await creds.tls()).version).toBe(v1);
+    writeFileSync(join(dir, 'token'), 'tok-2');
+    expect(await creds.authorization()).toBe('Bearer tok-2');
+    expect(await client.agent()).toBe(a1);  // a new token needs no new connection
+    writeFileSync(join(dir, 'ca.crt'), 'ca-2, longer');
+    const a2 = await client.agent();
+    expect(a2).not.toBe(a1);
+    expect((await creds.tls()).ca?.toString()).toBe('ca-2, longer');
+    expect(await client.agent()).toBe(a2);
+  } finally {
+    client.close();
+  }
+});
+
 it('kubeconfig: each mistake is a KubeConfigError with its code, file and field', () => {
   const cases: [unknown, string, string | undefined][] = [
     ['{ nope: [', 'KUBE_CONFIG_INVALID', undefined],
