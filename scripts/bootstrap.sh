@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 # <fuzzer/FuzzedDataProvider.h>, Debian's libclang-rt-N-dev) for the fuzz targets.
 packages=(iproute2 iptables ipset nftables containernetworking-plugins util-linux procps coreutils
           build-essential python3 make g++ cmake pkg-config clang
-          openssl time)  # the test control plane: its certs, and the build's peak-memory report
+          openssl time  # the test control plane: its certs, and the build's peak-memory report
+          python3-prometheus-client)  # the tests read /metrics with Prometheus' own Python parser
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

@@ -66,6 +66,12 @@ export interface AgentConfig {
   driftCheckIntervalMs: number;
   /** podwire: where the host's /proc is mounted (netns discovery, host netns identity). */
   hostProcRoot: string;
+  /** podwire: where the host's filesystem is mounted; a CNI netns path P is opened as <it>/P ('/' = as given). */
+  hostMountsRoot: string;
+  /** podwire: port of /healthz and /readyz (upstream: always 8000). */
+  healthPort: number;
+  /** podwire: address the health and metrics servers bind ('' = every address, as upstream). */
+  listenAddress: string;
 }
 
 type Key = Exclude<keyof AgentConfig, 'selectors'>;
@@ -75,6 +81,8 @@ interface Setting {
   /** Environment variable; absent for flag-only settings (Istio's logging flags). */
   env?: string;
   flag: string;
+  /** Other spellings of the flag. */
+  aliases?: readonly string[];
   /** Default as text, parsed like any value (so the table is also the help text). */
   default: string;
   /** The upstream binary's own default, where it differs from `default` (see `note`). */
@@ -148,6 +156,11 @@ function ip4(raw: string): string {
 
 function ip6(raw: string): string {
   if (!isIPv6(raw)) throw new Bad('is not an IPv6 address');
+  return raw;
+}
+
+function ipAny(raw: string): string {
+  if (!isIPv4(raw) && !isIPv6(raw)) throw new Bad('is not an IP address');
   return raw;
 }
 
@@ -251,13 +264,16 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'enableAwsBranchEniProbe', env: 'AMBIENT_ENABLE_AWS_BRANCH_ENI_PROBE', flag: '--ambient-enable-aws-branch-eni-probe', default: 'true', boolean: true, description: 'add the probe routing rules AWS VPC-CNI branch-ENI pods need', parse: bool },
   { key: 'allowSwitchToHostNs', env: 'ALLOW_SWITCH_TO_HOST_NS', flag: '--allow-switch-to-host-ns', default: 'false', boolean: true, description: 'the agent is not in the host netns: host work enters <proc root>/1/ns/net', parse: bool },
   { key: 'monitoringPort', env: 'MONITORING_PORT', flag: '--monitoring-port', default: '15014', description: 'port of the Prometheus /metrics endpoint', parse: port },
-  { key: 'logOutputLevel', flag: '--log_output_level', default: 'default:info', emptyIsValue: true, description: 'log levels: level or scope:level, comma-separated (e.g. cni-agent:debug,cni-plugin:info)', parse: logOutputLevel },
-  { key: 'logAsJson', flag: '--log_as_json', default: 'false', boolean: true, description: 'write logs as JSON lines', parse: bool },
+  { key: 'logOutputLevel', flag: '--log_output_level', aliases: ['--log-level'], default: 'default:info', emptyIsValue: true, description: 'log levels: level or scope:level, comma-separated (e.g. cni-agent:debug,cni-plugin:info); also --log-level', parse: logOutputLevel },
+  { key: 'logAsJson', flag: '--log_as_json', default: 'true', upstreamDefault: 'false', boolean: true, description: 'write logs as JSON lines (false: Istio\'s tab-separated text)', parse: bool },
   { key: 'driftCheckIntervalMs', env: 'AMBIENT_DRIFT_CHECK_INTERVAL', flag: '--ambient-drift-check-interval', default: '60s', podwire: true, description: 'podwire: how often enrolled pods\' rules, netns and probe entries are verified (Go duration; 0 = off)', parse: driftInterval },
   { key: 'hostProcRoot', env: 'HOST_PROC_ROOT', flag: '--host-proc-root', default: '/host/proc', podwire: true, description: 'podwire: the host\'s /proc as mounted in the agent (netns discovery, host netns identity)', parse: absPath },
+  { key: 'hostMountsRoot', env: 'HOST_MOUNTS_ROOT', flag: '--host-mounts-root', default: '/host', podwire: true, description: 'podwire: where the host\'s paths are mounted in the agent; a CNI netns path P is opened as <it>/P ("/" = as given)', parse: absPath },
+  { key: 'healthPort', env: 'HEALTH_PORT', flag: '--health-port', default: '8000', podwire: true, description: 'podwire: port of /healthz and /readyz (upstream: fixed 8000)', parse: port },
+  { key: 'listenAddress', env: 'AGENT_LISTEN_ADDRESS', flag: '--listen-address', default: '', podwire: true, description: 'podwire: address the health and metrics servers bind (empty: every address, as upstream)', parse: optional(ipAny) },
 ];
 
-const BY_FLAG = new Map(SETTINGS.map((s) => [s.flag, s]));
+const BY_FLAG = new Map(SETTINGS.flatMap((s) => [s.flag, ...(s.aliases ?? [])].map((f) => [f, s] as const)));
 
 export interface SettingDescription {
   env?: string;

@@ -90,6 +90,18 @@ export interface AgentMetrics {
   readonly zdsAcks: Counter<'type'>;
   /** `podwire_zds_nacks_total{type}`: ztunnel acks with a non-empty error. */
   readonly zdsNacks: Counter<'type'>;
+  /** Values read at every scrape; a later call replaces earlier sources. */
+  bind(sources: MetricSources): void;
+}
+
+/** Live values read at scrape time (the agent binds them once its parts exist). */
+export interface MetricSources {
+  /** `podwire_pods_enrolled`. */
+  podsEnrolled?: () => number;
+  /** `ztunnel_connected`. */
+  ztunnelConnected?: () => number;
+  /** Cumulative informer counts, by resource (`podwire_informer_{restarts,relists}_total`). */
+  informers?: () => Partial<Record<InformerResource, { restarts: number; relists: number }>>;
 }
 
 export interface AgentMetricsOptions {
@@ -104,7 +116,24 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
 
   const counter = <L extends string>(name: MetricName, help: string, labelNames: readonly L[]) =>
     new Counter<L>({ name, help, labelNames, registers });
-  const gauge = (name: MetricName, help: string) => new Gauge({ name, help, registers });
+  const gauge = (name: MetricName, help: string, collect?: () => number | undefined) => new Gauge({
+    name, help, registers,
+    ...(collect ? { collect(this: Gauge) { const v = collect(); if (v !== undefined) this.set(v); } } : {}),
+  });
+  let sources: MetricSources = {};
+  // Counters only go up: the informers' cumulative counts are added as the delta since the last scrape.
+  const seen = new Map<string, number>();
+  const informerCount = (kind: 'restarts' | 'relists') => function (this: Counter<'resource'>) {
+    const all = sources.informers?.() ?? {};
+    for (const resource of INFORMER_RESOURCES) {
+      const now = all[resource]?.[kind];
+      if (now === undefined) continue;
+      const key = `${kind}/${resource}`;
+      const delta = now - (seen.get(key) ?? 0);
+      if (delta > 0) this.inc({ resource }, delta);
+      seen.set(key, Math.max(now, seen.get(key) ?? 0));
+    }
+  };
 
   const m: AgentMetrics = {
     registry,
@@ -113,7 +142,7 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
     podsRepaired: counter('istio_cni_repair_pods_repaired_total', 'Total number of pods repaired by repair controller', ['type', 'result']),
     pluginRequests: counter('istio_cni_plugin_requests_total', 'Total number of CNI plugin requests', ['response_code']),
     reconcileEvents: counter('nodeagent_reconcile_events_total', 'The total number of node agent reconcile events', ['type']),
-    ztunnelConnected: gauge('ztunnel_connected', 'number of connections to ztunnel'),
+    ztunnelConnected: gauge('ztunnel_connected', 'number of connections to ztunnel', () => sources.ztunnelConnected?.()),
     enrollDuration: new Histogram({
       name: 'podwire_enroll_duration_seconds',
       help: 'Time to enroll one pod (in-pod rules, ZDS add and ack, probe set), by redirect backend',
@@ -121,13 +150,16 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
       buckets: [...ENROLL_DURATION_BUCKETS],
       registers,
     }),
-    podsEnrolled: gauge('podwire_pods_enrolled', 'Pods currently enrolled in ambient mode on this node'),
-    driftFound: counter('podwire_drift_found_total', 'Enrolled pods whose redirect rules the drift check found changed', []),
-    driftRepaired: counter('podwire_drift_repaired_total', 'Enrolled pods whose drifted redirect rules were re-applied', []),
-    informerRestarts: counter('podwire_informer_restarts_total', 'Informer watch restarts, by resource', ['resource']),
-    informerRelists: counter('podwire_informer_relists_total', 'Informer full relists, by resource', ['resource']),
+    podsEnrolled: gauge('podwire_pods_enrolled', 'Pods currently enrolled in ambient mode on this node', () => sources.podsEnrolled?.()),
+    driftFound: counter('podwire_drift_found_total', 'Enrolled pods the drift check found drifted (in-pod rules, probe set or ztunnel)', []),
+    driftRepaired: counter('podwire_drift_repaired_total', 'Of those, pods where everything that drifted was put right', []),
+    informerRestarts: new Counter({ name: 'podwire_informer_restarts_total', help: 'Informer watch restarts, by resource', labelNames: ['resource'], registers, collect: informerCount('restarts') }),
+    informerRelists: new Counter({ name: 'podwire_informer_relists_total', help: 'Informer full relists (410 Gone), by resource', labelNames: ['resource'], registers, collect: informerCount('relists') }),
     zdsAcks: counter('podwire_zds_acks_total', 'ZDS requests acknowledged by ztunnel, by request type', ['type']),
     zdsNacks: counter('podwire_zds_nacks_total', 'ZDS requests refused by ztunnel (ack with an error), by request type', ['type']),
+    bind(s: MetricSources) {
+      sources = s;
+    },
   };
 
   for (const result of INSTALL_RESULTS) m.installs.inc({ result }, 0);

@@ -26,7 +26,15 @@ export const EVENT_COMPONENT = 'istio-cni-node';
 export interface DataplaneLike {
   enroll(pod: PodInfo, opts?: { netnsPath?: string }): Promise<unknown>;
   unenroll(pod: PodInfo, opts: { podDeleted: boolean }): Promise<unknown>;
+  /**
+   * The pod as the dataplane holds it, if it is enrolled with a netns (by the
+   * CNI path, the startup snapshot or this controller): such a pod is not
+   * enrolled again while its IPs are unchanged.
+   */
+  enrolled?(uid: string): PodInfo | undefined;
 }
+
+export type InformerEventType = 'add' | 'update' | 'delete';
 
 /** Where a pod's netns is (production: a /proc scan); undefined: not found (the cached handle is used, if any). */
 export type NetnsResolver = (pod: V1Pod) => string | undefined | Promise<string | undefined>;
@@ -39,8 +47,10 @@ export interface AmbientControllerOptions {
   resolveNetns: NetnsResolver;
   /** Informer watch timeout (seconds); the informers' default otherwise. */
   watchTimeoutSeconds?: number;
-  /** Diagnostics (failures that are retried or dropped, missing namespaces...). */
-  log?: (level: 'info' | 'warn' | 'error', message: string) => void;
+  /** Diagnostics (failures that are retried or dropped, missing namespaces...); `pod` is namespace/name. */
+  log?: (level: 'info' | 'warn' | 'error', message: string, fields?: { pod?: string; error?: unknown }) => void;
+  /** Every informer event received (`nodeagent_reconcile_events_total{type}`). */
+  onEvent?: (type: InformerEventType, resource: 'pods' | 'namespaces') => void;
 }
 
 export interface ControllerStats {
@@ -95,33 +105,51 @@ export class AmbientController {
     this.queue = new WorkQueue<string>({
       name: 'ambient',
       process: (key) => this.reconcile(key),
-      onRetry: (key, err, attempt, delayMs) => this.log('warn', `ambient: ${key} failed (attempt ${attempt}), retry in ${delayMs} ms: ${(err as Error)?.message ?? err}`),
-      onDrop: (key, err, reason: DropReason) => this.log('error', `ambient: ${key} dropped (${reason}): ${(err as Error)?.message ?? err}`),
+      onRetry: (key, err, attempt, delayMs) => this.log('warn', `ambient: failed (attempt ${attempt}), retry in ${delayMs} ms: ${(err as Error)?.message ?? err}`, { pod: key, error: err }),
+      onDrop: (key, err, reason: DropReason) => this.log('error', `ambient: dropped (${reason}): ${(err as Error)?.message ?? err}`, { pod: key, error: err }),
     });
   }
 
-  /** Starts both informers; resolves when both have synced and every cached pod is queued. */
+  /** Starts both informers and begins work: sync() then run(). */
   async start(): Promise<void> {
+    await this.sync();
+    this.run();
+  }
+
+  /**
+   * Starts both informers; resolves when both have synced. Events only fill
+   * the caches until run(): the agent restores its startup snapshot in between.
+   */
+  async sync(): Promise<void> {
     if (this.started) throw new Error('AmbientController: already started');
     this.started = true;
     const enqueue = (key: string) => { if (this.ready) this.queue.add(key); };
+    const count = (type: InformerEventType, resource: 'pods' | 'namespaces') => this.opts.onEvent?.(type, resource);
     this.unsubscribe.push(
-      this.pods.on('add', (p) => enqueue(keyOf(p))),
-      this.pods.on('update', (p) => enqueue(keyOf(p))),
+      this.pods.on('add', (p) => { count('add', 'pods'); enqueue(keyOf(p)); }),
+      this.pods.on('update', (p) => { count('update', 'pods'); enqueue(keyOf(p)); }),
       this.pods.on('delete', (p) => {
+        count('delete', 'pods');
         this.gone.set(keyOf(p), p);
         enqueue(keyOf(p));
       }),
-      this.pods.on('error', (err) => this.log('warn', `ambient: pod informer: ${(err as Error)?.message ?? String(err)}`)),
-      this.namespaces.on('add', (ns) => { if (this.ready) this.enqueueNamespace(ns.metadata?.name); }),
+      this.pods.on('error', (err) => this.log('warn', `ambient: pod informer: ${(err as Error)?.message ?? String(err)}`, { error: err })),
+      this.namespaces.on('add', (ns) => { count('add', 'namespaces'); if (this.ready) this.enqueueNamespace(ns.metadata?.name); }),
       this.namespaces.on('update', (ns, old) => {
+        count('update', 'namespaces');
         if (this.ready && JSON.stringify(ns.metadata?.labels ?? {}) !== JSON.stringify(old.metadata?.labels ?? {}))
           this.enqueueNamespace(ns.metadata?.name);
       }),
-      this.namespaces.on('error', (err) => this.log('warn', `ambient: namespace informer: ${(err as Error)?.message ?? String(err)}`)),
+      this.namespaces.on('delete', () => count('delete', 'namespaces')),
+      this.namespaces.on('error', (err) => this.log('warn', `ambient: namespace informer: ${(err as Error)?.message ?? String(err)}`, { error: err })),
     );
     await Promise.all([this.pods.start().synced, this.namespaces.start().synced]);
-    // Events before this point only filled the caches; one pass over them covers all.
+  }
+
+  /** Queues every cached pod (one pass covers all events so far) and handles events from now on. */
+  run(): void {
+    if (!this.started) throw new Error('AmbientController: sync() first');
+    if (this.ready) return;
     this.ready = true;
     for (const p of this.pods.list()) this.queue.add(keyOf(p));
     for (const key of this.gone.keys()) this.queue.add(key);
@@ -138,6 +166,11 @@ export class AmbientController {
   /** Whether the controller enrolled this pod UID (and has not unenrolled it since). */
   isEnrolled(uid: string): boolean {
     return this.enrolled.has(uid);
+  }
+
+  /** What this controller or the dataplane enrolled for a UID (their IPs for removal). */
+  private known(uid: string): PodInfo | undefined {
+    return this.enrolled.get(uid) ?? this.opts.dataplane.enrolled?.(uid);
   }
 
   private enqueueNamespace(name: string | undefined): void {
@@ -159,12 +192,12 @@ export class AmbientController {
     if (!pod) return;
     const ns = this.namespaces.get(namespace);
     if (!ns) {
-      this.log('warn', `ambient: namespace ${namespace} of pod ${key} not in cache; skipped`);
+      this.log('warn', `ambient: namespace ${namespace} not in cache; skipped`, { pod: key });
       return;
     }
     const uid = pod.metadata?.uid ?? '';
     const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
-    const known = this.enrolled.get(uid);
+    const known = this.known(uid);
     const isEnrolled = annotation === 'enabled' || known !== undefined;
     const isPartial = annotation === 'pending';
     const decision = decideAmbient(pod, ns, this.opts.policy);
@@ -178,6 +211,7 @@ export class AmbientController {
       this.enrolled.delete(uid);
       this.warned.delete(uid);
       this.stats.unenrolled++;
+      this.log('info', `ambient: pod removed from the mesh (${decision.reason})`, { pod: key });
       await this.setAnnotation(pod, null, !terminal);
       return;
     }
@@ -187,8 +221,29 @@ export class AmbientController {
     if (pod.status?.phase !== 'Running' || ips.length === 0) return;
     if (known && annotation === 'enabled' && sameSet(known.ips, ips)) return;
 
-    const info = podInfoOf(pod, ips);
     const netnsPath = await this.opts.resolveNetns(pod);
+    try {
+      await this.addPodToMesh(pod, ips, netnsPath);
+    } catch (err) {
+      if (err instanceof EnrollError && !err.retryable) throw new NonRetryable(`pod ${key}: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
+
+  /**
+   * Enrolls a selected pod with these IPs (in its netns at `netnsPath`, else
+   * the cached one) and annotates it `enabled` (§5.6). On failure: a Warning
+   * Event on the pod (once per failing stage), and for a retryable failure
+   * (the dataplane keeps the pod cached; the next ztunnel snapshot delivers
+   * it) the annotation `pending`; then rejects with the dataplane's error.
+   * Both the CNI endpoint and the work queue come here.
+   */
+  async addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined): Promise<void> {
+    const key = keyOf(pod);
+    const uid = pod.metadata?.uid ?? '';
+    const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
+    const known = this.known(uid);
+    const info = podInfoOf(pod, ips);
     try {
       await this.opts.dataplane.enroll(info, netnsPath !== undefined ? { netnsPath } : {});
     } catch (err) {
@@ -196,12 +251,12 @@ export class AmbientController {
       const stage = err instanceof EnrollError ? err.stage : 'unknown';
       const retryable = err instanceof EnrollError ? err.retryable : true;
       const reason = err instanceof Error ? err.message : String(err);
+      this.log(retryable ? 'warn' : 'error', `ambient: enrollment failed at stage ${stage}: ${reason}`, { pod: key, error: err });
       if (this.warned.get(uid) !== stage) {
         this.warned.set(uid, stage);
         await this.warnEvent(pod, `enrollment failed at stage ${stage}${retryable ? ' (will retry)' : ''}: ${reason}`);
       }
-      if (!retryable) throw new NonRetryable(`pod ${key}: ${reason}`, { cause: err });
-      // The dataplane keeps a retryable failure cached (ztunnel will get it): mark it pending.
+      if (!retryable) throw err;
       this.enrolled.set(uid, info);
       if (annotation !== 'pending') await this.setAnnotation(pod, 'pending', true);
       throw err;
@@ -209,13 +264,14 @@ export class AmbientController {
     this.enrolled.set(uid, info);
     this.warned.delete(uid);
     this.stats.enrolled++;
+    this.log('info', known ? 'ambient: pod re-enrolled' : 'ambient: pod enrolled', { pod: key });
     if (annotation !== 'enabled') await this.setAnnotation(pod, 'enabled', true);
   }
 
   /** Spec §5.4 Delete: the pod from the event; removed if enrolled, pending or selected. */
   private async removeDeleted(pod: V1Pod): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    const known = this.enrolled.get(uid);
+    const known = this.known(uid);
     const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
     let selected = false;
     const ns = this.namespaces.get(pod.metadata?.namespace ?? '');
@@ -234,6 +290,7 @@ export class AmbientController {
     this.enrolled.delete(uid);
     this.warned.delete(uid);
     this.stats.deleted++;
+    this.log('info', 'ambient: deleted pod removed from the mesh', { pod: keyOf(pod) });
   }
 
   private async setAnnotation(pod: V1Pod, value: 'enabled' | 'pending' | null, mustSucceed: boolean): Promise<void> {
@@ -243,7 +300,7 @@ export class AmbientController {
     } catch (err) {
       if (isNotFound(err)) return;
       if (mustSucceed) throw err;
-      this.log('warn', `ambient: annotating ${ref.namespace}/${ref.name}: ${(err as Error).message}`);
+      this.log('warn', `ambient: annotating: ${(err as Error).message}`, { pod: `${ref.namespace}/${ref.name}`, error: err });
     }
   }
 
@@ -251,7 +308,7 @@ export class AmbientController {
     try {
       await createPodEvent(this.opts.client, pod, { type: 'Warning', reason: 'EnrollFailed', message, component: EVENT_COMPONENT, host: this.opts.nodeName });
     } catch (err) {
-      this.log('warn', `ambient: event for ${keyOf(pod)}: ${(err as Error).message}`);
+      this.log('warn', `ambient: posting an event: ${(err as Error).message}`, { pod: keyOf(pod), error: err });
     }
   }
 }

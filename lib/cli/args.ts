@@ -5,7 +5,11 @@ export class UsageError extends Error {
     Object.defineProperty(this.prototype, 'name', { value: 'UsageError', enumerable: false });
   }
   /** Whether `podwire` prints the command's usage after the message. */
-  readonly showUsage: boolean = true;
+  readonly showUsage: boolean;
+  constructor(message: string, opts: { showUsage?: boolean } = {}) {
+    super(message);
+    this.showUsage = opts.showUsage ?? true;
+  }
 }
 
 export interface ArgSpec {

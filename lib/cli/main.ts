@@ -11,6 +11,7 @@ export interface Command {
 // One line per subcommand: its module (which exports `command: Command`) and
 // a one-line summary for `podwire --help` (kept here so help loads nothing).
 const COMMANDS: Record<string, { load: () => Promise<{ command: Command }>; summary: string }> = {
+  agent: { load: () => import('./agent.js'), summary: 'run the ambient node agent (Istio CNI compatible) until SIGTERM' },
   cleanup: { load: () => import('./cleanup.js'), summary: 'remove what a killed demo (or test run) left behind: netns, mounts, temp dirs' },
   demo: { load: () => import('./demo.js'), summary: 'a whole mesh node on this machine, proven with real traffic' },
   inspect: { load: () => import('./inspect.js'), summary: 'links, addresses, routes and policy rules of a netns' },

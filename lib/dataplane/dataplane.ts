@@ -58,6 +58,28 @@ export interface PodDrift extends DriftReport {
   uid: string;
 }
 
+export interface ReconcileOptions {
+  /**
+   * What happens to each pod's in-pod rules: `verify` (default) re-applies
+   * them only where they drifted; `keep` leaves them as they are (only the
+   * netns handle and the probe set are restored).
+   */
+  rules?: 'verify' | 'keep';
+}
+
+/** What a drift repair found and did for one enrolled pod. */
+export interface DriftRepair {
+  uid: string;
+  /** False when the pod was not (or no longer) enrolled with a netns: nothing was checked. */
+  checked: boolean;
+  /** What differed (as verify reports it). */
+  drift: string[];
+  /** What was put right: 'rules', 'probe-set', 'ztunnel'. */
+  repaired: Array<'rules' | 'probe-set' | 'ztunnel'>;
+  /** What could not be put right, with the reason. */
+  failed: Array<{ part: 'rules' | 'probe-set' | 'ztunnel'; error: string }>;
+}
+
 export class Dataplane {
   readonly cache = new PodCache();
   /** The probe set's owners by IP, over the kernel set. */
@@ -123,7 +145,7 @@ export class Dataplane {
    * the pod's working one. Returns the committed handle (`repaired`: drift
    * was found and fixed).
    */
-  private async establish(pod: PodInfo, netnsPath: string | undefined, mode: 'apply' | 'verify'): Promise<{ ref: NetnsRef; repaired: boolean }> {
+  private async establish(pod: PodInfo, netnsPath: string | undefined, mode: 'apply' | 'verify' | 'keep'): Promise<{ ref: NetnsRef; repaired: boolean }> {
     const prior = this.cache.get(pod.uid);
     const cached = prior?.netns && !prior.netns.released ? prior.netns : undefined;
     let ref: NetnsRef;
@@ -152,7 +174,7 @@ export class Dataplane {
     try {
       if (mode === 'apply') {
         await ref.use((ns) => this.opts.rules.apply(ns, pod));
-      } else if (!(await ref.use((ns) => this.opts.rules.verify(ns, pod))).ok) {
+      } else if (mode === 'verify' && !(await ref.use((ns) => this.opts.rules.verify(ns, pod))).ok) {
         await ref.use((ns) => this.opts.rules.apply(ns, pod));
         repaired = true;
       }
@@ -214,7 +236,9 @@ export class Dataplane {
    * At most `concurrency` pods are worked on at once; entries of pods
    * enrolled meanwhile are never pruned.
    */
-  async reconcile(items: ReconcileItem[]): Promise<ReconcileReport> {
+  async reconcile(items: ReconcileItem[], opts: ReconcileOptions = {}): Promise<ReconcileReport> {
+    const mode = opts.rules ?? 'verify';
+    if (mode !== 'verify' && mode !== 'keep') throw new TypeError(`reconcile rules must be 'verify' or 'keep', got ${JSON.stringify(mode)}`);
     const report: ReconcileReport = { pods: items.length, repaired: [], failed: [], probeEntries: 0, pruned: [], complete: true };
     const keep = new Set<string>();
     const fail = (uid: string, err: unknown) => {
@@ -235,7 +259,7 @@ export class Dataplane {
         if (item.netnsPath === undefined) {
           this.cache.ensure(pod);
           report.complete = false;
-        } else if ((await this.establish(pod, item.netnsPath, 'verify')).repaired) {
+        } else if ((await this.establish(pod, item.netnsPath, mode)).repaired) {
           report.repaired.push(pod.uid);
         }
         await this.probes.upsert(pod.ips, pod.uid);
@@ -280,6 +304,67 @@ export class Dataplane {
       else if (owner !== pod.uid) drift.push(`probe set: ${ip} belongs to ${owner}`);
     }
     return { uid: pod.uid, ok: drift.length === 0, drift };
+  }
+
+  /**
+   * Checks one enrolled pod and puts right what drifted, under the pod's
+   * lock (an unenroll cannot interleave): in-pod rules re-applied, missing
+   * probe-set entries re-added (an entry another pod owns is reported, not
+   * taken), and the pod handed to ztunnel again when a ztunnel is connected
+   * but does not hold it. A pod that is not enrolled, is leaving or has no
+   * netns is not checked. `probeEntries` (IP → owner UID, as `probeEntries()`
+   * returns) lets a sweep over many pods read the kernel set once.
+   */
+  repair(uid: string, opts: { probeEntries?: ReadonlyMap<string, string> } = {}): Promise<DriftRepair> {
+    if (typeof uid !== 'string' || uid.length === 0) return Promise.reject(new InvalidPodError('uid', 'must be a non-empty string'));
+    return this.track(uid, () => this.repairLocked(uid, opts.probeEntries));
+  }
+
+  /** The kernel probe set as IP (canonical) → owner UID. */
+  async probeEntries(): Promise<Map<string, string>> {
+    return new Map((await this.probes.list()).map((e) => [e.ip, e.uid]));
+  }
+
+  private async repairLocked(uid: string, probeEntries: ReadonlyMap<string, string> | undefined): Promise<DriftRepair> {
+    const out: DriftRepair = { uid, checked: false, drift: [], repaired: [], failed: [] };
+    const entry = this.cache.get(uid);
+    const ref = entry?.netns;
+    if (!entry || entry.leaving || !ref || ref.released) return out;
+    out.checked = true;
+    const { pod } = entry;
+    const attempt = async (part: DriftRepair['repaired'][number], fn: () => Promise<unknown>) => {
+      try {
+        await fn();
+        out.repaired.push(part);
+      } catch (err) {
+        out.failed.push({ part, error: err instanceof Error ? err.message : String(err) });
+      }
+    };
+    const rules = await ref.use((ns) => this.opts.rules.verify(ns, pod));
+    if (!rules.ok) {
+      out.drift.push(...rules.drift);
+      await attempt('rules', () => ref.use((ns) => this.opts.rules.apply(ns, pod)));
+    }
+    const entries = probeEntries ?? await this.probeEntries();
+    const missing: string[] = [];
+    for (const ip of pod.ips) {
+      if (!this.probes.backend.handles(ip)) continue;
+      const owner = entries.get(canonicalIp(ip));
+      if (owner === undefined) {
+        out.drift.push(`probe set: ${ip} missing`);
+        missing.push(ip);
+      } else if (owner !== uid) {
+        out.drift.push(`probe set: ${ip} belongs to ${owner}`);
+        out.failed.push({ part: 'probe-set', error: `${ip} belongs to pod ${owner}` });
+      }
+    }
+    if (missing.length) await attempt('probe-set', () => this.probes.upsert(missing, uid, { force: true }));
+    const zt = this.opts.ztunnel;
+    if (zt.knows && !zt.knows(uid) && (zt.connected?.() ?? true)) {
+      out.drift.push('ztunnel: pod not acknowledged by any connection');
+      await attempt('ztunnel', () => ref.use((ns) => zt.podAdded(pod, ns)));
+    }
+    return out;
   }
 
   /** Waits for in-flight operations, then releases every cached netns. */

@@ -28,6 +28,8 @@ export interface NodeDataplaneOptions extends NodeRedirectSettings {
   concurrency?: number;
   /** The kubelet's UID: nft has no `--socket-exists`, so the nft host rule matches it. */
   kubeletUid?: number;
+  /** Start serving ZDS at once (default true); the agent listens only after its startup snapshot. */
+  listen?: boolean;
   /** Substitute for the ZDS server (tests). */
   ztunnel?: ZtunnelSink;
   warn?: (message: string) => void;
@@ -78,8 +80,13 @@ export class NodeDataplane {
     await node.dataplane.start();
     await apply(opts.host, node.hostRules, { backend: opts.backend });
     await node.rules.prepare();  // the first pod should not pay for the engine's references
-    node.zds?.listen();
+    if (opts.listen ?? true) node.listen();
     return node;
+  }
+
+  /** Starts serving ZDS (idempotent): a ztunnel connecting now gets the whole pod cache. */
+  listen(): void {
+    this.zds?.listen();
   }
 
   /** Stops serving ztunnel and releases every cached netns. Host rules and sets stay (safe upgrade). */
@@ -91,5 +98,12 @@ export class NodeDataplane {
   /** Removes the host probe rule (uninstall); the probe sets' table stays for nft, as upstream. */
   async removeHostRules(): Promise<void> {
     await remove(this.opts.host, this.hostRules, { backend: this.opts.backend });
+  }
+
+  /** Uninstall (§5.13): the host probe rule, then the probe set(s) flushed and removed. */
+  async uninstall(): Promise<void> {
+    await this.removeHostRules();
+    await this.probes.flush().catch(() => undefined);  // a set already gone is no reason to keep the rest
+    await this.probes.destroy();
   }
 }

@@ -86,4 +86,9 @@ export class NftProbeSet implements ProbeSet {
     if (this.ipv6) tx.flushSet(NFT_PROBE_TABLE, PROBE_SET_V6);
     await this.run(this.host, tx);
   }
+
+  /** Uninstall: the whole table goes (sets and the host rule's chain live in it, §7). */
+  async destroy(): Promise<void> {
+    await this.run(this.host, new Transaction().deleteTable(NFT_PROBE_TABLE, { missingOk: true }));
+  }
 }

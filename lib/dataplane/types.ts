@@ -32,6 +32,8 @@ export interface ZtunnelSink {
   podDeleted(uid: string): Promise<void>;
   /** Is ztunnel currently holding this pod (as far as we know)? */
   knows?(uid: string): boolean;
+  /** Is any ztunnel connected? (Without one, a pod ztunnel does not know is not drift to repair.) */
+  connected?(): boolean;
 }
 
 export interface ProbeEntry {
@@ -57,4 +59,6 @@ export interface ProbeSet {
   /** Every entry, read from the kernel (IPs in canonical form). */
   list(): Promise<ProbeEntry[]>;
   flush(): Promise<void>;
+  /** Removes the set(s) from the kernel (agent uninstall); missing ones are no error. */
+  destroy(): Promise<void>;
 }

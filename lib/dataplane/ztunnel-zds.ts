@@ -1,7 +1,7 @@
 // The dataplane's ztunnel side over the ZDS server: adds go to the newest
 // ztunnel, deletes to all, and every new ztunnel gets a snapshot of the
 // dataplane's pod cache (add + netns fd, or keep when no netns is known).
-import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../zds/server.js';
+import { ZdsServer, type ZdsAckEvent, type ZdsPod, type ZdsServerOptions } from '../zds/server.js';
 import type { Netns } from '../net/netns/netns.js';
 import type { PodInfo, ZtunnelSink } from './types.js';
 import type { CacheEntry } from './pod-cache.js';
@@ -22,6 +22,15 @@ export class ZdsZtunnel implements ZtunnelSink {
         snapshot: (): ZdsPod[] => snapshot().map((e) => ({ ...workloadOf(e.pod), netns: e.netns?.released ? undefined : e.netns?.ns })),
       },
     });
+    // Snapshot adds count too: after an agent restart every pod reaches ztunnel that way.
+    this.server.on('ack', (e: ZdsAckEvent) => {
+      if (e.type === 'add' && e.uid !== undefined) this.acked.add(e.uid);
+    });
+  }
+
+  /** Whether any ztunnel is connected (a pod can be handed over at all). */
+  connected(): boolean {
+    return this.server.connectionCount > 0;
   }
 
   listen(): this {

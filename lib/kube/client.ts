@@ -11,7 +11,7 @@
 // connect/header timeout, which it has none of in 1.4.0.
 import * as http from 'node:http';
 import * as https from 'node:https';
-import { ApiException, CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
+import { ApiException, AppsV1Api, CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
 import { KubeConfigError, KubeError, codeForStatus, codeForTransport, type KubeVerb } from './errors.js';
 import type { KubeCredentials, TlsMaterial } from './config.js';
 import { checkTimeout, optionalTimeout } from '../util/timeout.js';
@@ -75,6 +75,8 @@ export class KubeClient {
   readonly kubeConfig: KubeConfig;
   /** client-node's typed core/v1 API. Call it through `call()` to get deadlines and KubeErrors. */
   readonly core: CoreV1Api;
+  /** client-node's typed apps/v1 API (the agent reads its own DaemonSet at shutdown). Through `call()` too. */
+  readonly apps: AppsV1Api;
   private current: { version: string; agent: http.Agent } | undefined;
   private pending: Promise<http.Agent> | undefined;
   private readonly retired: http.Agent[] = [];
@@ -85,6 +87,7 @@ export class KubeClient {
     this.userAgent = opts.userAgent ?? USER_AGENT;
     this.kubeConfig = new CredentialsKubeConfig(this);
     this.core = this.kubeConfig.makeApiClient(CoreV1Api);
+    this.apps = this.kubeConfig.makeApiClient(AppsV1Api);
   }
 
   get server(): string {

@@ -125,6 +125,8 @@ export interface ZdsNackEvent {
   error: string;
 }
 
+export type ZdsAckEvent = Omit<ZdsNackEvent, 'error'>;
+
 export interface ZdsServerStats {
   accepted: number;
   rejected: number;
@@ -379,6 +381,8 @@ class Connection {
       if (ack.error !== '') {
         this.nacked++;
         this.#server._nack({ connection: this.id, type: job.type, uid: job.uid, error: ack.error });
+      } else {
+        this.#server._ack({ connection: this.id, type: job.type, uid: job.uid });
       }
       this.#server._count(job.type);
       this.#settle(job, ack.error);
@@ -438,7 +442,9 @@ class Connection {
 /**
  * The ZDS server. Events: 'listening', 'connect' (info: accepted, before its
  * hello), 'ready' (info: snapshot acknowledged), 'disconnect' (info, reason),
- * 'nack' (ZdsNackEvent), 'rejected' ({ pid, uid, gid }), 'warning' (Error).
+ * 'ack' (ZdsAckEvent: a request answered without error, snapshot entries
+ * included), 'nack' (ZdsNackEvent), 'rejected' ({ pid, uid, gid }),
+ * 'warning' (Error).
  */
 export class ZdsServer extends EventEmitter {
   readonly path: string;
@@ -706,6 +712,11 @@ export class ZdsServer extends EventEmitter {
   _ready(conn: Connection): void {
     this.#stats.snapshots++;
     this.emit('ready', conn.info());
+  }
+
+  /** @internal */
+  _ack(ev: ZdsAckEvent): void {
+    this.emit('ack', ev);
   }
 
   /** @internal */

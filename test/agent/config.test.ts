@@ -31,7 +31,8 @@ describe('defaults', () => {
       hostProbeSnatIpv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff', ztunnelUdsAddress: '/var/run/ztunnel/ztunnel.sock',
       cniAgentRunDir: '/var/run/istio-cni', nativeNftables: false, forceIptablesBinary: '', useScopedXtablesLocking: true,
       enableAwsBranchEniProbe: true, allowSwitchToHostNs: false, monitoringPort: 15014, logOutputLevel: { default: 'info' },
-      logAsJson: false, driftCheckIntervalMs: 60_000, hostProcRoot: '/host/proc',
+      logAsJson: true, driftCheckIntervalMs: 60_000, hostProcRoot: '/host/proc', hostMountsRoot: '/host',
+      healthPort: 8000, listenAddress: '',
     });
   });
 
@@ -70,6 +71,9 @@ const VALUES: [string, string, string, keyof AgentConfig, unknown][] = [
   ['MONITORING_PORT', '--monitoring-port', '9090', 'monitoringPort', 9090],
   ['AMBIENT_DRIFT_CHECK_INTERVAL', '--ambient-drift-check-interval', '1m30s', 'driftCheckIntervalMs', 90_000],
   ['HOST_PROC_ROOT', '--host-proc-root', '/proc', 'hostProcRoot', '/proc'],
+  ['HOST_MOUNTS_ROOT', '--host-mounts-root', '/', 'hostMountsRoot', '/'],
+  ['HEALTH_PORT', '--health-port', '18000', 'healthPort', 18000],
+  ['AGENT_LISTEN_ADDRESS', '--listen-address', '127.0.0.1', 'listenAddress', '127.0.0.1'],
 ];
 
 describe('each setting from env and from its flag', () => {
@@ -110,6 +114,8 @@ describe('flag syntax', () => {
     expect(parse({}, ['--log_output_level=cni-agent:debug,cni-plugin:info,warn', '--log_as_json']))
       .toMatchObject({ logOutputLevel: { 'cni-agent': 'debug', 'cni-plugin': 'info', default: 'warn' }, logAsJson: true });
     expect(parse({}, ['--log_output_level=']).logOutputLevel).toEqual({});
+    expect(parse({}, ['--log-level=debug']).logOutputLevel).toEqual({ default: 'debug' });
+    expect(parse({}, ['--log_as_json=false']).logAsJson).toBe(false);
   });
   const bad: [string, string[], string][] = [
     ['unknown flag', ['--bogus=1'], '--bogus'],
@@ -196,6 +202,9 @@ describe('validation errors name the setting and the value', () => {
     ['AMBIENT_DRIFT_CHECK_INTERVAL', '1d'],
     ['HOST_PROC_ROOT', 'host/proc'],
     ['HOST_PROC_ROOT', '/host/\0proc'],
+    ['HOST_MOUNTS_ROOT', 'host'],
+    ['HEALTH_PORT', '0'],
+    ['AGENT_LISTEN_ADDRESS', 'localhost'],
   ];
   it.each(bad)('%s=%j', (env, raw) => {
     expect(configError(() => parse({ [env]: raw }))).toMatchObject({ setting: env, value: raw });
@@ -233,7 +242,7 @@ describe('validation errors name the setting and the value', () => {
   });
 
   it('env of flag-only settings is not read', () => {
-    expect(parse({ LOG_OUTPUT_LEVEL: 'bogus', LOG_AS_JSON: 'bogus' }).logAsJson).toBe(false);
+    expect(parse({ LOG_OUTPUT_LEVEL: 'bogus', LOG_AS_JSON: 'bogus' }).logAsJson).toBe(true);
   });
 });
 
@@ -267,7 +276,7 @@ describe('describeSettings', () => {
     expect(byEnv.get('MONITORING_PORT')!.flag).toBe('--monitoring-port');
     expect(byEnv.get('AMBIENT_DRIFT_CHECK_INTERVAL')).toMatchObject({ podwire: true, default: '1m' });
     expect(byEnv.get('HOST_PROC_ROOT')).toMatchObject({ podwire: true, default: '/host/proc' });
-    expect(d.filter((s) => s.podwire).map((s) => s.env)).toEqual(['AMBIENT_DRIFT_CHECK_INTERVAL', 'HOST_PROC_ROOT']);
+    expect(d.filter((s) => s.podwire).map((s) => s.env)).toEqual(['AMBIENT_DRIFT_CHECK_INTERVAL', 'HOST_PROC_ROOT', 'HOST_MOUNTS_ROOT', 'HEALTH_PORT', 'AGENT_LISTEN_ADDRESS']);
     expect(byEnv.get('AMBIENT_IPV6')).toMatchObject({ default: 'true', upstreamDefault: 'false' });
   });
   it('every default in the table parses', () => {

@@ -89,6 +89,11 @@ export class FakeProbes implements ProbeSet {
   async flush(): Promise<void> {
     this.entries.clear();
   }
+  destroyed = false;
+  async destroy(): Promise<void> {
+    this.entries.clear();
+    this.destroyed = true;
+  }
 }
 
 /** A Dataplane over the three fakes, collecting its warnings. */

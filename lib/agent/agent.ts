@@ -1,0 +1,353 @@
+// `podwire agent`: the ambient node agent assembled (§5, architecture "The
+// node process"). Start order (§5.2, §5.3):
+//   health + metrics servers → host netns → backend → host probe set + rule
+//   (retried) → CNI endpoint (answers "not ready" until synced) → informers
+//   synced → startup snapshot restored → ZDS served → work queue runs →
+//   drift check → ready.
+// ZDS is served only after the snapshot, so the first ztunnel to connect
+// gets every restored pod. Stop: not ready → stop taking work → decide
+// whether this is an upgrade/reboot (keep everything) or an uninstall
+// (remove the host rule and sets) → release every netns fd.
+import type { V1Pod } from '@kubernetes/client-node';
+import { AmbientController, podIps, type DataplaneLike } from '../ambient/controller.js';
+import { startCniEndpoint, type CniEndpoint } from '../ambient/cni-endpoint.js';
+import { scanPodNetns } from '../ambient/proc-scan.js';
+import { NodeDataplane } from '../dataplane/node.js';
+import type { PodInfo } from '../dataplane/types.js';
+import { KubeClient } from '../kube/client.js';
+import { loadCredentials } from '../kube/config.js';
+import { createPodEvent } from '../kube/events.js';
+import { Netns } from '../net/netns/netns.js';
+import type { Backend } from '../redirect/apply.js';
+import { selectBackend } from './backend-select.js';
+import { cniAddHandler } from './cni-add.js';
+import { selectionPolicy, type AgentConfig } from './config.js';
+import { DriftCheck } from './drift-check.js';
+import { startHealthServer, startMetricsServer, type HealthServer, type RunningServer } from './health.js';
+import { createLogging, podFields, type Logger, type Logging } from './log.js';
+import { createAgentMetrics, type AgentMetrics } from './metrics.js';
+import { Readiness } from './readiness.js';
+import { decideCleanup, type CleanupDecision } from './safe-upgrade.js';
+import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from './snapshot.js';
+
+export interface AgentOptions {
+  config: AgentConfig;
+  /** Default: from KUBECONFIG, else in-cluster (lib/kube loadCredentials). */
+  client?: KubeClient;
+  /** Default: from the config's log settings, to stderr. */
+  logging?: Logging;
+  /** Host probe set + rule attempts (upstream: 10, 2 s apart). */
+  hostRuleAttempts?: number;
+  hostRuleRetryMs?: number;
+  /** Informer watch timeout (seconds); the informers' default otherwise. */
+  watchTimeoutSeconds?: number;
+  /** Accept only ZDS peers with these uids (SO_PEERCRED); default anyone, as upstream. */
+  zdsAllowedUids?: number[];
+  /** The kubelet's UID, which the nftables host rule matches (default 0). */
+  kubeletUid?: number;
+}
+
+export interface StopOptions {
+  /** 'auto' (default): §5.13's upgrade-or-uninstall decision; true/false force it. */
+  cleanup?: 'auto' | boolean;
+}
+
+export interface StopResult {
+  cleanedUp: boolean;
+  reason: string;
+}
+
+export class AgentStartError extends Error {
+  readonly code = 'ERR_AGENT_START';
+  constructor(readonly stage: string, cause: unknown) {
+    super(`agent start failed at ${stage}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+
+  static {
+    Object.defineProperty(this.prototype, 'name', { value: 'AgentStartError', enumerable: false });
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class Agent {
+  readonly config: AgentConfig;
+  readonly readiness = new Readiness();
+  readonly metrics: AgentMetrics = createAgentMetrics();
+  readonly log: Logger;
+  readonly client: KubeClient;
+  backend: Backend | undefined;
+  node: NodeDataplane | undefined;
+  controller: AmbientController | undefined;
+  cni: CniEndpoint | undefined;
+  health: HealthServer | undefined;
+  metricsServer: RunningServer | undefined;
+  drift: DriftCheck | undefined;
+  /** What the startup snapshot restored. */
+  snapshot: SnapshotRestore | undefined;
+  private host: Netns | undefined;
+  private readonly opts: AgentOptions;
+  private readonly ownsClient: boolean;
+  private synced = false;
+  private starting: Promise<void> | undefined;
+  private controllerStopped: Promise<void> | undefined;
+  private stopping: Promise<StopResult> | undefined;
+
+  constructor(opts: AgentOptions) {
+    this.opts = opts;
+    this.config = opts.config;
+    const logging = opts.logging ?? createLogging({ levels: opts.config.logOutputLevel, json: opts.config.logAsJson });
+    this.log = logging.scope('cni-agent');
+    this.ownsClient = !opts.client;
+    this.client = opts.client ?? new KubeClient(loadCredentials());
+    this.readiness.set('installed');  // no installer in this process yet: nothing to wait for
+  }
+
+  /** Runs the start sequence; resolves once the agent is ready. Rejects with AgentStartError (call stop() after). */
+  start(): Promise<void> {
+    if (this.starting) return Promise.reject(new Error('agent already started'));
+    this.starting = this.run();
+    return this.starting;
+  }
+
+  private async run(): Promise<void> {
+    const cfg = this.config;
+    const stage = async <T>(name: string, fn: () => Promise<T> | T): Promise<T> => {
+      if (this.stopping) throw new AgentStartError(name, new Error('agent is stopping'));
+      try {
+        return await fn();
+      } catch (err) {
+        throw err instanceof AgentStartError ? err : new AgentStartError(name, err);
+      }
+    };
+    const host = cfg.listenAddress === '' ? {} : { host: cfg.listenAddress };
+    this.health = await stage('health server', () => startHealthServer({ port: cfg.healthPort, readiness: this.readiness, ...host }));
+    this.metricsServer = await stage('metrics server', () => startMetricsServer({ port: cfg.monitoringPort, registry: this.metrics.registry, ...host }));
+    this.log.info(`health on ${this.health.url}, metrics on ${this.metricsServer.url}`);
+
+    // Host work happens in the node's netns: ours (hostNetwork), or <proc root>/1/ns/net when we are not in it.
+    this.host = await stage('host netns', () => cfg.allowSwitchToHostNs ? Netns.open(`${cfg.hostProcRoot}/1/ns/net`) : Netns.current());
+    const choice = await stage('backend', () => selectBackend(this.host!, { nativeNftables: cfg.nativeNftables, ipv6: cfg.ipv6, forceIptablesBinary: cfg.forceIptablesBinary }));
+    for (const w of choice.warnings) this.log.warn(w);
+    this.backend = choice.backend;
+    this.log.info(`redirection backend: ${choice.backend} (${choice.reason})`);
+
+    this.node = await stage('host probe rules', () => this.startNode(choice.backend));
+    this.bindZdsMetrics(this.node);
+
+    const policy = selectionPolicy(cfg);
+    const controller = new AmbientController({
+      client: this.client,
+      nodeName: cfg.nodeName,
+      policy,
+      dataplane: this.dataplaneForController(this.node),
+      resolveNetns: (pod) => this.findNetns(pod),
+      ...(this.opts.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: this.opts.watchTimeoutSeconds } : {}),
+      log: (level, message, fields) => this.log[level](message, fields?.pod ? { pod: fields.pod } : {}),
+      onEvent: (type) => this.metrics.reconcileEvents.inc({ type }),
+    });
+    this.controller = controller;
+    this.metrics.bind({
+      podsEnrolled: () => this.enrolledCount(),
+      ztunnelConnected: () => this.node?.zds?.server.connectionCount ?? 0,
+      informers: () => ({ pods: controller.pods.stats, namespaces: controller.namespaces.stats }),
+    });
+
+    this.cni = await stage('cni endpoint', () => startCniEndpoint({
+      runDir: cfg.cniAgentRunDir,
+      onCmdAdd: cniAddHandler({ controller, client: this.client, policy, hostMountsRoot: cfg.hostMountsRoot, ready: () => this.synced }),
+      onResponse: ({ status }) => this.metrics.pluginRequests.inc({ response_code: String(status) }),
+      onError: (err) => this.log.warn(`cni endpoint: ${err.message}`),
+    }));
+    this.log.info(`CNI plugin events on ${this.cni.socketPath}`);
+
+    await stage('informers', () => controller.sync());
+    this.synced = true;
+    this.readiness.set('informersSynced');
+    this.log.info(`informers synced: ${controller.pods.size} pods on node ${cfg.nodeName}, ${controller.namespaces.size} namespaces`);
+
+    const pods = activeAmbientPods(controller.pods.list(), cfg.systemNamespace);
+    try {
+      this.snapshot = await restoreSnapshot({ pods, dataplane: this.node.dataplane, procRoot: cfg.hostProcRoot, reconcileRules: cfg.reconcilePodRulesOnStartup });
+      this.logSnapshot(this.snapshot);
+    } catch (err) {
+      // As upstream: a failed snapshot is logged, not fatal (the informers re-add pods).
+      this.log.error(`startup snapshot failed: ${(err as Error).message}`);
+    }
+    this.readiness.set('snapshotReconciled');
+
+    this.node.listen();
+    this.log.info(`ZDS served on ${cfg.ztunnelUdsAddress}`);
+    controller.run();
+    if (cfg.driftCheckIntervalMs > 0) {
+      this.drift = new DriftCheck({
+        dataplane: this.node.dataplane,
+        intervalMs: cfg.driftCheckIntervalMs,
+        onDrift: (d) => this.reportDrift(d),
+        onRound: (r) => this.log.debug(`drift check: ${r.checked} pods checked, ${r.drifted.length} drifted, ${r.durationMs.toFixed(1)} ms`),
+        onError: (err) => this.log.warn(`drift check: ${(err as Error).message}`),
+      });
+      this.drift.start();
+    }
+    this.log.info('node agent ready');
+  }
+
+  /**
+   * Stops the agent (idempotent; safe during start). On upgrade or reboot
+   * (the DaemonSet still targets this node) nothing on the node changes; on
+   * uninstall the host probe rule and sets are removed. In-pod rules of
+   * running pods are never removed here.
+   */
+  stop(opts: StopOptions = {}): Promise<StopResult> {
+    this.stopping ??= this.doStop(opts);
+    return this.stopping;
+  }
+
+  private stopController(): Promise<void> {
+    this.controllerStopped ??= (this.controller?.stop({ timeoutMs: 5000 }) ?? Promise.resolve())
+      .catch((err: unknown) => this.log.warn(`stopping informers: ${(err as Error).message}`));
+    return this.controllerStopped;
+  }
+
+  private async doStop(opts: StopOptions): Promise<StopResult> {
+    for (const c of ['installed', 'informersSynced', 'snapshotReconciled'] as const) this.readiness.clear(c);
+    if (this.starting) {
+      // A start still waiting for the informers is released by stopping them; its next stage then gives up.
+      if (!this.synced) void this.stopController();
+      await this.starting.catch(() => undefined);
+    }
+    await this.drift?.stop();
+    await this.cni?.close();
+    await this.stopController();
+    let decision: CleanupDecision;
+    const mode = opts.cleanup ?? 'auto';
+    if (mode === true) decision = { skipCleanup: false, reason: 'cleanup requested' };
+    else if (mode === false) decision = { skipCleanup: true, reason: 'cleanup disabled' };
+    else {
+      decision = await decideCleanup({
+        client: this.client, namespace: this.config.podNamespace, nodeName: this.config.nodeName,
+        disableSafeUpgrade: this.config.disableSafeUpgrade,
+      }).catch((err: unknown) => ({ skipCleanup: true, reason: `decision failed, keeping everything: ${(err as Error).message}` }));
+    }
+    let cleanedUp = false;
+    if (!decision.skipCleanup && this.node) {
+      try {
+        await this.node.uninstall();
+        cleanedUp = true;
+        this.log.info(`host probe rule and sets removed (${decision.reason})`);
+      } catch (err) {
+        this.log.error(`removing host rules: ${(err as Error).message}`);
+      }
+    } else {
+      this.log.info(`keeping host rules and sets (${decision.reason})`);
+    }
+    await this.node?.close();
+    this.host?.close();
+    await this.health?.close();
+    await this.metricsServer?.close();
+    if (this.ownsClient) this.client.close();
+    return { cleanedUp, reason: decision.reason };
+  }
+
+  /** Pods enrolled with a netns (what ztunnel redirects). */
+  enrolledCount(): number {
+    return this.node?.dataplane.snapshot().filter((e) => e.netns && !e.netns.released).length ?? 0;
+  }
+
+  private async startNode(backend: Backend): Promise<NodeDataplane> {
+    const cfg = this.config;
+    const attempts = this.opts.hostRuleAttempts ?? 10;
+    const retryMs = this.opts.hostRuleRetryMs ?? 2000;
+    for (let i = 1; ; i++) {
+      try {
+        return await NodeDataplane.start({
+          host: this.host!,
+          backend,
+          zdsPath: cfg.ztunnelUdsAddress,
+          listen: false,
+          ipv6: cfg.ipv6,
+          dnsCapture: cfg.dnsCapture,
+          snatIp: cfg.hostProbeSnatIp,
+          snatIpv6: cfg.hostProbeSnatIpv6,
+          ...(this.opts.zdsAllowedUids ? { zdsAllowedUids: this.opts.zdsAllowedUids } : {}),
+          ...(this.opts.kubeletUid !== undefined ? { kubeletUid: this.opts.kubeletUid } : {}),
+          warn: (m) => this.log.warn(m),
+        });
+      } catch (err) {
+        if (i >= attempts || this.stopping) throw err;
+        this.log.warn(`host probe rules (attempt ${i}/${attempts}): ${(err as Error).message}; retrying in ${retryMs} ms`);
+        await sleep(retryMs);
+      }
+    }
+  }
+
+  /** The dataplane as the controller drives it: enrollments timed, enrolled pods visible. */
+  private dataplaneForController(node: NodeDataplane): DataplaneLike {
+    const dp = node.dataplane;
+    const backend = this.backend!;
+    return {
+      enroll: async (pod: PodInfo, o?: { netnsPath?: string }) => {
+        const end = this.metrics.enrollDuration.startTimer({ backend });
+        const r = await dp.enroll(pod, o);
+        end();
+        return r;
+      },
+      unenroll: (pod, o) => dp.unenroll(pod, o),
+      enrolled: (uid) => {
+        const e = dp.cache.get(uid);
+        return e && !e.leaving && e.netns && !e.netns.released ? e.pod : undefined;
+      },
+    };
+  }
+
+  /** The informer path's netns: a proc scan for this pod (§5.10). */
+  private findNetns(pod: V1Pod): string | undefined {
+    const uid = pod.metadata?.uid;
+    if (!uid) return undefined;
+    try {
+      return scanPodNetns([uid], { procRoot: this.config.hostProcRoot }).found.get(uid)?.path;
+    } catch (err) {
+      this.log.warn(`proc scan: ${(err as Error).message}`, podFields({ namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid }));
+      return undefined;
+    }
+  }
+
+  private bindZdsMetrics(node: NodeDataplane): void {
+    const server = node.zds?.server;
+    if (!server) return;
+    server.on('ack', (e: { type: 'add' | 'keep' | 'del' | 'snapshot_sent' }) => this.metrics.zdsAcks.inc({ type: e.type }));
+    server.on('nack', (e: { type: 'add' | 'keep' | 'del' | 'snapshot_sent'; uid?: string; error: string }) => {
+      this.metrics.zdsNacks.inc({ type: e.type });
+      this.log.warn(`ztunnel refused ${e.type}: ${e.error}`, e.uid ? { uid: e.uid } : {});
+    });
+    server.on('ready', () => this.log.info(`new ztunnel connected, total connected: ${server.connectionCount}`));
+    server.on('disconnect', () => this.log.info(`ztunnel disconnected, total connected: ${server.connectionCount}`));
+  }
+
+  private logSnapshot(s: SnapshotRestore): void {
+    const r = s.report;
+    this.log.info(`startup snapshot: ${r.pods} pods, ${r.repaired.length} repaired, ${r.failed.length} failed, ${r.probeEntries} probe entries, ${r.pruned.length} pruned${r.complete ? '' : ' (incomplete: nothing pruned)'} in ${s.durationMs.toFixed(1)} ms`);
+    for (const uid of s.scan.missing) this.log.warn('startup snapshot: netns not found by the proc scan; the informers will retry', { uid });
+    for (const f of r.failed) this.log.warn(`startup snapshot: ${f.error}`, { uid: f.uid });
+    for (const uid of r.repaired) this.log.info('startup snapshot: drifted in-pod rules re-applied', { uid });
+  }
+
+  private async reportDrift(d: Parameters<NonNullable<ConstructorParameters<typeof DriftCheck>[0]['onDrift']>>[0]): Promise<void> {
+    this.metrics.driftFound.inc();
+    const fields = podFields(d.pod);
+    const fixed = d.failed.length === 0;
+    if (fixed) this.metrics.driftRepaired.inc();
+    const what = `${d.drift.join('; ')}`;
+    const message = fixed
+      ? `redirection drift repaired (${d.repaired.join(', ')}): ${what}`
+      : `redirection drift not fully repaired: ${what}; failed: ${d.failed.map((f) => `${f.part}: ${f.error}`).join('; ')}`;
+    this.log.warn(message, fields);
+    const cached = this.controller?.pods.get(d.pod.name, d.pod.namespace);
+    if (!cached || cached.metadata?.uid !== d.pod.uid) return;
+    await createPodEvent(this.client, cached, {
+      type: 'Warning', reason: fixed ? 'RedirectionDriftRepaired' : 'RedirectionDrift', message, component: 'istio-cni-node', host: this.config.nodeName,
+    }).catch((err: unknown) => this.log.warn(`posting the drift event: ${(err as Error).message}`, fields));
+  }
+}
+
+export { podIps };

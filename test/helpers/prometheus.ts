@@ -1,0 +1,32 @@
+// /metrics read by an independent parser: the official Prometheus Python
+// client's text parser (Debian's python3-prometheus-client), so a format
+// error of ours is not hidden by a parser written to match it. Debian's
+// interpreter by path: the package installs into its dist-packages.
+import { execFileSync } from 'node:child_process';
+
+export interface Sample {
+  labels: Record<string, string>;
+  value: number;
+}
+
+const SCRIPT = `
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        out.append({"family": fam.name, "type": fam.type, "name": s.name, "labels": s.labels, "value": s.value})
+print(json.dumps(out))
+`;
+
+/** Sample name (`x_total`, `x_bucket`, `x_count`, gauges as named) → its samples. Throws on text the parser rejects. */
+export function parsePrometheusText(text: string): Map<string, Sample[]> {
+  const raw = execFileSync('/usr/bin/python3', ['-c', SCRIPT], { input: text, encoding: 'utf8', maxBuffer: 64 << 20 });
+  const out = new Map<string, Sample[]>();
+  for (const s of JSON.parse(raw) as Array<{ name: string; labels: Record<string, string>; value: number }>) {
+    const list = out.get(s.name) ?? [];
+    list.push({ labels: s.labels, value: s.value });
+    out.set(s.name, list);
+  }
+  return out;
+}
