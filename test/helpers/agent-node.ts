@@ -61,15 +61,16 @@ export class AgentTestNode {
     this.zdsPath = join(dir, 'zds', 'ztunnel.sock');
   }
 
-  static async create(): Promise<AgentTestNode> {
-    kubeEnv();
+  /** `admin`: the control plane's admin client (default: the shared test control plane's). */
+  static async create(opts: { admin?: KubeClient } = {}): Promise<AgentTestNode> {
+    if (!opts.admin) kubeEnv();
     const n = ++seq;
     const prefix = `pwt-${process.pid}-a${n}-`;
     const name = `pwt-${process.pid}-a${n}`;
     const dir = mkdtempSync(join(tmpdir(), `${prefix}`));
     try {
       const { node } = await createNode(prefix);
-      const t = new AgentTestNode(node, adminClient(), name, prefix, dir);
+      const t = new AgentTestNode(node, opts.admin ?? adminClient(), name, prefix, dir);
       mkdirSync(join(t.procRoot, '1', 'ns'), { recursive: true });
       symlinkSync(`/run/netns/${prefix}node`, join(t.procRoot, '1', 'ns', 'net'));
       writeFileSync(join(t.procRoot, '1', 'cgroup'), '0::/init.scope\n');
