@@ -8,6 +8,7 @@
 // gets every restored pod. Stop: not ready → stop taking work → decide
 // whether this is an upgrade/reboot (keep everything) or an uninstall
 // (remove the host rule and sets) → release every netns fd.
+import { existsSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
 import { AmbientController, podIps, type DataplaneLike } from '../ambient/controller.js';
 import { startCniEndpoint, type CniEndpoint } from '../ambient/cni-endpoint.js';
@@ -68,6 +69,9 @@ export class AgentStartError extends Error {
   }
 }
 
+/** How long one proc scan answers the informer path's netns lookups. */
+const SCAN_REUSE_MS = 1000;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class Agent {
@@ -86,6 +90,7 @@ export class Agent {
   /** What the startup snapshot restored. */
   snapshot: SnapshotRestore | undefined;
   private host: Netns | undefined;
+  private lastScan: { at: number; found: Map<string, string> } | undefined;
   private readonly opts: AgentOptions;
   private readonly ownsClient: boolean;
   private synced = false;
@@ -300,12 +305,22 @@ export class Agent {
     };
   }
 
-  /** The informer path's netns: a proc scan for this pod (§5.10). */
+  /**
+   * The informer path's netns (§5.10). One proc scan looks for every pod of
+   * this node at once and is reused for a second, so a namespace label that
+   * enrolls a hundred pods walks /proc once, not a hundred times; a pod the
+   * last scan did not find always gets a fresh one (it may have just started).
+   */
   private findNetns(pod: V1Pod): string | undefined {
     const uid = pod.metadata?.uid;
     if (!uid) return undefined;
+    const recent = this.lastScan && Date.now() - this.lastScan.at < SCAN_REUSE_MS ? this.lastScan.found.get(uid) : undefined;
+    if (recent && existsSync(recent)) return recent;  // its process may have exited since: then scan again
     try {
-      return scanPodNetns([uid], { procRoot: this.config.hostProcRoot }).found.get(uid)?.path;
+      const uids = new Set([uid, ...(this.controller?.pods.list() ?? []).map((p) => p.metadata?.uid).filter((u): u is string => !!u)]);
+      const r = scanPodNetns(uids, { procRoot: this.config.hostProcRoot });
+      this.lastScan = { at: Date.now(), found: new Map([...r.found].map(([u, n]) => [u, n.path])) };
+      return this.lastScan.found.get(uid);
     } catch (err) {
       this.log.warn(`proc scan: ${(err as Error).message}`, podFields({ namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid }));
       return undefined;
