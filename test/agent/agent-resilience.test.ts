@@ -3,11 +3,7 @@
 // is back, nothing is missed — every running pod of the ambient namespace
 // is enrolled and annotated, every deleted one is out of the dataplane and
 // the probe set.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startControlPlane, type ControlPlane } from '../../scripts/kube/controlplane.mjs';
 import { Agent } from '../../lib/agent/agent.js';
 import { createLogging } from '../../lib/agent/log.js';
 import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
@@ -16,28 +12,22 @@ import { loadKubeconfig } from '../../lib/kube/config.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
 import { ZtunnelPeer } from '../../lib/zds/peer.js';
 import { AgentTestNode, type TestPod } from '../helpers/agent-node.js';
-import { describeKube, freshNamespace, removeNamespace, until, within } from '../helpers/kube.js';
+import { describeKube, freshNamespace, ownControlPlane, removeNamespace, until, within } from '../helpers/kube.js';
 import { privileged } from '../helpers/privileged.js';
 
-let cp: ControlPlane;
-let dir: string;
-let admin: KubeClient;
+let own: Awaited<ReturnType<typeof ownControlPlane>> | undefined;
 
 describeKube('podwire agent across a kube-apiserver restart (own control plane)', () => {
   beforeAll(async () => {
-    if (!privileged('nft')) return;
-    dir = mkdtempSync(join(tmpdir(), 'pwt-agent-resilience-'));
-    cp = await startControlPlane({ dir: join(dir, 'cp') });
-    admin = new KubeClient(loadKubeconfig(cp.adminKubeconfig), { requestTimeoutMs: 5_000 });
+    if (privileged('nft')) own = await ownControlPlane('agent-resilience');
   }, 180_000);
 
   afterAll(async () => {
-    admin?.close();
-    await cp?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await own?.stop();
   }, 60_000);
 
   it.skipIf(!privileged('nft'))('misses nothing of the churn once the API server is back', async () => {
+    const { cp, admin } = own!;
     const node = await AgentTestNode.create({ admin });
     const ns = await freshNamespace(admin, { 'istio.io/dataplane-mode': 'ambient' });
     const client = new KubeClient(loadKubeconfig(cp.agentKubeconfig), { requestTimeoutMs: 3_000 });

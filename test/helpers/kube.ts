@@ -2,8 +2,11 @@
 // started once per run by test/helpers/kube-setup.ts, which writes its facts
 // to the JSON file named by PODWIRE_KUBE_STATE. Every test makes its own
 // namespace (pwt-<pid>-<n>) and it is removed after the test.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, onTestFinished } from 'vitest';
+import { startControlPlane, type ControlPlane } from '../../scripts/kube/controlplane.mjs';
 import type { V1Pod } from '@kubernetes/client-node';
 import { KubeClient, type KubeClientOptions } from '../../lib/kube/client.js';
 import { loadKubeconfig } from '../../lib/kube/config.js';
@@ -133,4 +136,30 @@ export function within<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
   let t: NodeJS.Timeout;
   return Promise.race([p, new Promise<never>((_, rej) => { t = setTimeout(() => rej(new Error(`${what}: not within ${ms} ms`)), ms); })])
     .finally(() => clearTimeout(t));
+}
+
+/**
+ * A control plane of the test's own, for tests that restart or compact it
+ * (the shared one must not be disturbed): its dir under $TMPDIR, an admin
+ * client, and stop() that removes everything.
+ */
+export async function ownControlPlane(name: string): Promise<{ cp: ControlPlane; admin: KubeClient; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), `pwt-${name}-`));
+  let cp: ControlPlane | undefined;
+  try {
+    cp = await startControlPlane({ dir: join(dir, 'cp') });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const admin = new KubeClient(loadKubeconfig(cp.adminKubeconfig), { requestTimeoutMs: 5_000 });
+  return {
+    cp,
+    admin,
+    async stop() {
+      admin.close();
+      await cp!.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

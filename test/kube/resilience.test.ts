@@ -3,21 +3,17 @@
 // resourceVersion was compacted away (410 Gone). These restart the
 // apiserver, so they run on a control plane of their own, not the shared one
 // other test files are using.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import { startControlPlane, type ControlPlane } from '../../scripts/kube/controlplane.mjs';
-import { KubeClient } from '../../lib/kube/client.js';
-import { loadKubeconfig } from '../../lib/kube/config.js';
+import type { ControlPlane } from '../../scripts/kube/controlplane.mjs';
+import type { KubeClient } from '../../lib/kube/client.js';
 import { podInformer } from '../../lib/kube/resources.js';
 import type { Informer } from '../../lib/kube/informer.js';
-import { createPod, deletePodNow, describeKube, removeNamespace, until, within } from '../helpers/kube.js';
+import { createPod, deletePodNow, describeKube, ownControlPlane, removeNamespace, until, within } from '../helpers/kube.js';
 
 let cp: ControlPlane;
-let dir: string;
 let admin: KubeClient;
+let own: Awaited<ReturnType<typeof ownControlPlane>> | undefined;
 
 /** The informer's view, replayed from the events it delivered (not its cache): name → resourceVersion. */
 function replay(inf: Informer<V1Pod>): Map<string, string> {
@@ -37,15 +33,12 @@ const sorted = (m: Map<string, string>) => [...m.entries()].sort(([a], [b]) => a
 
 describeKube('kube informer resilience (own control plane)', () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'pwt-kube-resilience-'));
-    cp = await startControlPlane({ dir: join(dir, 'cp') });
-    admin = new KubeClient(loadKubeconfig(cp.adminKubeconfig), { requestTimeoutMs: 5_000 });
+    own = await ownControlPlane('kube-resilience');
+    ({ cp, admin } = own);
   }, 180_000);
 
   afterAll(async () => {
-    admin?.close();
-    await cp?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await own?.stop();
   }, 60_000);
 
   it('resumes after kube-apiserver restarts mid-churn and ends with exactly the API state', async () => {
