@@ -24,3 +24,13 @@ describe('package exports: podwire/kube', () => {
     expect(podwire).not.toHaveProperty('kube');
   });
 });
+
+describe('package exports: podwire/agent', () => {
+  it('is its own entry with the agent, its configuration, logging and metrics', async () => {
+    const agent = await import('../lib/agent/index.js');
+    for (const name of ['Agent', 'parseAgentConfig', 'describeSettings', 'ConfigError', 'createLogging', 'createAgentMetrics', 'DriftCheck', 'decideCleanup', 'selectBackend']) {
+      expect(agent, name).toHaveProperty(name);
+    }
+    expect(podwire).not.toHaveProperty('Agent');
+  });
+});
