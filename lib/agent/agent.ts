@@ -229,9 +229,12 @@ export class Agent {
     if (mode === true) decision = { skipCleanup: false, reason: 'cleanup requested' };
     else if (mode === false) decision = { skipCleanup: true, reason: 'cleanup disabled' };
     else {
+      // istioOwnedConfig: upstream's "when in doubt, keep" (2 retries, then skip cleanup). podwire uses it
+      // always: removing the host rule during a rolling restart with the API unreachable would break
+      // every enrolled pod's probes until the new agent is up; a table left after an uninstall is harmless.
       decision = await decideCleanup({
         client: this.client, namespace: this.config.podNamespace, nodeName: this.config.nodeName,
-        disableSafeUpgrade: this.config.disableSafeUpgrade,
+        disableSafeUpgrade: this.config.disableSafeUpgrade, istioOwnedConfig: true,
       }).catch((err: unknown) => ({ skipCleanup: true, reason: `decision failed, keeping everything: ${(err as Error).message}` }));
     }
     let cleanedUp = false;
@@ -268,6 +271,7 @@ export class Agent {
         return await NodeDataplane.start({
           host: this.host!,
           backend,
+          ...(backend === 'iptables' && cfg.forceIptablesBinary !== '' ? { iptablesMode: cfg.forceIptablesBinary } : {}),
           zdsPath: cfg.ztunnelUdsAddress,
           listen: false,
           ipv6: cfg.ipv6,

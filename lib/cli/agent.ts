@@ -9,7 +9,7 @@ function usage(): string {
   const rows = describeSettings().map((s) => {
     const names = s.env ? `${s.env} / ${s.flag}` : s.flag;
     const def = s.default === '' ? '(empty)' : s.default;
-    const up = s.upstreamDefault !== undefined ? `; Istio's binary: ${s.upstreamDefault}` : '';
+    const up = s.upstreamDefault !== undefined ? `; Istio's binary: ${s.upstreamDefault === '' ? '(empty)' : s.upstreamDefault}` : '';
     return `  ${names}\n      ${s.description}\n      default: ${def}${up}`;
   });
   return [

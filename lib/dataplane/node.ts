@@ -3,7 +3,8 @@
 // the ZDS server ztunnel connects to, and the enrollment pipeline over them.
 // This is what the node agent runs; the demo and the benchmarks use it too.
 import type { Netns } from '../net/netns/netns.js';
-import { apply, remove, type Backend } from '../redirect/apply.js';
+import { apply, remove, type Backend, type EngineOptions } from '../redirect/apply.js';
+import type { IptablesMode } from '../net/xtables/iptables.js';
 import { hostProbeRules } from '../redirect/hostprobe.js';
 import type { RuleModel } from '../redirect/model.js';
 import { Dataplane } from './dataplane.js';
@@ -18,6 +19,8 @@ export interface NodeDataplaneOptions extends NodeRedirectSettings {
   /** The node's own netns (in production: the host's; in the demo: a simulated node). */
   host: Netns;
   backend: Backend;
+  /** iptables binary variant (FORCE_IPTABLES_BINARY); absent → the system's default. */
+  iptablesMode?: IptablesMode;
   /** ZDS socket path (default /var/run/ztunnel/ztunnel.sock). */
   zdsPath?: string;
   /** ZDS socket file mode (default 0o600). */
@@ -55,7 +58,7 @@ export class NodeDataplane {
 
   private constructor(private readonly opts: NodeDataplaneOptions, probes: ProbeSet) {
     this.probes = probes;
-    this.rules = new RedirectRules({ backend: opts.backend }, opts);
+    this.rules = new RedirectRules(this.engine(), opts);
     this.hostRules = hostProbeRules({
       ipv6: opts.ipv6 ?? true,
       ...(opts.snatIp ? { snatIp: opts.snatIp } : {}),
@@ -78,10 +81,14 @@ export class NodeDataplane {
     const probes = opts.backend === 'iptables' ? new IpsetProbeSet(await opts.host.netlink(), ipv6) : new NftProbeSet(opts.host, ipv6);
     const node = new NodeDataplane(opts, probes);
     await node.dataplane.start();
-    await apply(opts.host, node.hostRules, { backend: opts.backend });
+    await apply(opts.host, node.hostRules, node.engine());
     await node.rules.prepare();  // the first pod should not pay for the engine's references
     if (opts.listen ?? true) node.listen();
     return node;
+  }
+
+  private engine(): EngineOptions {
+    return { backend: this.opts.backend, ...(this.opts.iptablesMode ? { iptablesMode: this.opts.iptablesMode } : {}) };
   }
 
   /** Starts serving ZDS (idempotent): a ztunnel connecting now gets the whole pod cache. */
@@ -97,7 +104,7 @@ export class NodeDataplane {
 
   /** Removes the host probe rule (uninstall); the probe sets' table stays for nft, as upstream. */
   async removeHostRules(): Promise<void> {
-    await remove(this.opts.host, this.hostRules, { backend: this.opts.backend });
+    await remove(this.opts.host, this.hostRules, this.engine());
   }
 
   /** Uninstall (§5.13): the host probe rule, then the probe set(s) flushed and removed. */
