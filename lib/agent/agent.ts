@@ -21,7 +21,7 @@ import { createPodEvent } from '../kube/events.js';
 import { Netns } from '../net/netns/netns.js';
 import type { Backend } from '../redirect/apply.js';
 import { selectBackend } from './backend-select.js';
-import { cniAddHandler } from './cni-add.js';
+import { cniAddHandler, hostPath } from './cni-add.js';
 import { selectionPolicy, type AgentConfig } from './config.js';
 import { DriftCheck } from './drift-check.js';
 import { startHealthServer, startMetricsServer, type HealthServer, type RunningServer } from './health.js';
@@ -30,6 +30,12 @@ import { createAgentMetrics, type AgentMetrics } from './metrics.js';
 import { Readiness } from './readiness.js';
 import { decideCleanup, type CleanupDecision } from './safe-upgrade.js';
 import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from './snapshot.js';
+import { drainDelQueue, type DelRecord } from '../cni/del-queue.js';
+import { AgentNotReadyError, CNI_CODES, CniError } from '../cni/errors.js';
+import { parseInvocation } from '../cni/invocation.js';
+import { startLogSink, type LogSink } from '../cni/log-sink.js';
+import { CniPlugin, type CniReply } from '../cni/plugin.js';
+import { CURRENT_VERSION } from '../cni/version.js';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -69,6 +75,12 @@ export class AgentStartError extends Error {
   }
 }
 
+/**
+ * How long one CNI invocation may take in the agent: below the shim's default
+ * agent_timeout_ms (30 s), so the runtime gets our "try again" rather than a cut connection.
+ */
+const CNI_INVOCATION_TIMEOUT_MS = 25_000;
+
 /** How long one proc scan answers the informer path's netns lookups. */
 const SCAN_REUSE_MS = 1000;
 
@@ -80,10 +92,13 @@ export class Agent {
   readonly metrics: AgentMetrics = createAgentMetrics();
   readonly log: Logger;
   readonly client: KubeClient;
+  private readonly logging: Logging;
   backend: Backend | undefined;
   node: NodeDataplane | undefined;
   controller: AmbientController | undefined;
   cni: CniEndpoint | undefined;
+  plugin: CniPlugin | undefined;
+  logSink: LogSink | undefined;
   health: HealthServer | undefined;
   metricsServer: RunningServer | undefined;
   drift: DriftCheck | undefined;
@@ -101,8 +116,8 @@ export class Agent {
   constructor(opts: AgentOptions) {
     this.opts = opts;
     this.config = opts.config;
-    const logging = opts.logging ?? createLogging({ levels: opts.config.logOutputLevel, json: opts.config.logAsJson });
-    this.log = logging.scope('cni-agent');
+    this.logging = opts.logging ?? createLogging({ levels: opts.config.logOutputLevel, json: opts.config.logAsJson });
+    this.log = this.logging.scope('cni-agent');
     this.ownsClient = !opts.client;
     this.client = opts.client ?? new KubeClient(loadCredentials());
     this.readiness.set('installed');  // no installer in this process yet: nothing to wait for
@@ -158,13 +173,21 @@ export class Agent {
       informers: () => ({ pods: controller.pods.stats, namespaces: controller.namespaces.stats }),
     });
 
+    const plugin = new CniPlugin({
+      controller, client: this.client, policy, dataplane: this.node.dataplane, hostMountsRoot: cfg.hostMountsRoot,
+      ready: () => this.synced,
+      log: (level, message, fields) => this.log[level](message, fields ?? {}),
+    });
+    this.plugin = plugin;
     this.cni = await stage('cni endpoint', () => startCniEndpoint({
       runDir: cfg.cniAgentRunDir,
       onCmdAdd: cniAddHandler({ controller, client: this.client, policy, hostMountsRoot: cfg.hostMountsRoot, ready: () => this.synced }),
+      onCni: (body, ctx) => this.cniInvocation(plugin, body, ctx.signal),
       onResponse: ({ status }) => this.metrics.pluginRequests.inc({ response_code: String(status) }),
       onError: (err) => this.log.warn(`cni endpoint: ${err.message}`),
     }));
     this.log.info(`CNI plugin events on ${this.cni.socketPath}`);
+    this.logSink = await stage('plugin log socket', () => startLogSink(cfg.cniAgentRunDir, this.logging.scope('cni-plugin')));
 
     await stage('informers', () => controller.sync());
     this.synced = true;
@@ -179,6 +202,7 @@ export class Agent {
       // As upstream: a failed snapshot is logged, not fatal (the informers re-add pods).
       this.log.error(`startup snapshot failed: ${(err as Error).message}`);
     }
+    await this.drainDelQueue();
     this.readiness.set('snapshotReconciled');
 
     this.node.listen();
@@ -223,6 +247,7 @@ export class Agent {
     }
     await this.drift?.stop();
     await this.cni?.close();
+    await this.logSink?.close();
     await this.stopController();
     let decision: CleanupDecision;
     const mode = opts.cleanup ?? 'auto';
@@ -255,6 +280,58 @@ export class Agent {
     await this.metricsServer?.close();
     if (this.ownsClient) this.client.close();
     return { cleanedUp, reason: decision.reason };
+  }
+
+  /** One `POST /v1/cni`: parsed, run by the plugin layer under a deadline; 'not-ready' makes the shim retry. */
+  private async cniInvocation(plugin: CniPlugin, body: Buffer, signal: AbortSignal): Promise<CniReply | 'not-ready'> {
+    const fail = (e: CniError): CniReply => ({ exitCode: 1, stdout: `${JSON.stringify(e.toJSON(CURRENT_VERSION))}\n` });
+    let inv;
+    try {
+      inv = parseInvocation(body);
+    } catch (err) {
+      if (err instanceof CniError) return fail(err);
+      throw err;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<CniReply>((resolve) => {
+      timer = setTimeout(() => resolve(fail(new CniError(CNI_CODES.TRY_AGAIN, `podwire: CNI ${inv.command} did not finish within ${CNI_INVOCATION_TIMEOUT_MS} ms`))), CNI_INVOCATION_TIMEOUT_MS);
+    });
+    try {
+      return await Promise.race([plugin.handle(inv, signal), deadline]);
+    } catch (err) {
+      if (err instanceof AgentNotReadyError) return 'not-ready';
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * DELs the shim queued while no agent answered: a pod whose enrolled netns
+   * is the one the record names (or, when that file is gone, a pod the API no
+   * longer has) is taken out; a pod already restored into a newer sandbox stays.
+   */
+  private async drainDelQueue(): Promise<void> {
+    const dp = this.node!.dataplane;
+    const handle = async (r: DelRecord) => {
+      const uid = r.podUid || this.controller?.pods.get(r.podName, r.podNamespace)?.metadata?.uid;
+      const entry = uid ? dp.cache.get(uid) : undefined;
+      if (!entry) return;
+      const path = r.netns ? hostPath(this.config.hostMountsRoot, r.netns) : '';
+      const same = path !== '' && entry.netns?.isAt(path);
+      const gone = (path === '' || !existsSync(path)) && !this.controller?.pods.list().some((p) => p.metadata?.uid === entry.pod.uid);
+      if (same || gone) {
+        await dp.unenroll(entry.pod, { podDeleted: true });
+        this.log.info('queued CNI DEL: pod removed from the mesh', podFields(entry.pod));
+      }
+    };
+    try {
+      const r = await drainDelQueue(this.config.cniAgentRunDir, handle);
+      if (r.records || r.malformed.length) this.log.info(`queued CNI DELs: ${r.handled}/${r.records} handled, ${r.malformed.length} malformed removed`);
+      for (const f of r.failed) this.log.warn(`queued CNI DEL ${f.file} kept for the next start: ${f.error}`);
+    } catch (err) {
+      this.log.warn(`queued CNI DELs not read: ${(err as Error).message}`);
+    }
   }
 
   /** Pods enrolled with a netns (what ztunnel redirects). */

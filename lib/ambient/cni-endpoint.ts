@@ -2,8 +2,10 @@
 // process"): HTTP/1.1 over a unix stream socket at `<runDir>/pluginevent.sock`.
 //
 // Routes: `POST /cmdadd` — upstream's plugin body (see cni-types.ts), validated, then handed to an
-// injected `onCmdAdd` (pod lookup + enrollment live in the agent, not here). `POST /v1/cni`
-// (podwire's own shim) is the next route in ROUTES; it is not served yet (404).
+// injected `onCmdAdd` (pod lookup + enrollment live in the agent, not here). `POST /v1/cni` —
+// podwire's own shim (docs/cni-protocol.md): the body goes to `onCni`, the answer is 200 with the
+// shim's stdout as the body and its exit code in `X-Podwire-Cni-Exit`, or 503 while the agent is
+// not ready (the shim retries), or 404 when no `onCni` is given.
 //
 // Wire behaviour, as upstream's `cni-watcher.go` answers (`http.Error`: text/plain, message + "\n"):
 //   200, empty body              the handler resolved
@@ -33,6 +35,10 @@ export { CmdAddBodyError, parseCmdAddBody, unmapIp, type CmdAddRequest, type Cni
 export const PLUGIN_EVENT_SOCKET = 'pluginevent.sock';
 export const DEFAULT_RUN_DIR = '/var/run/istio-cni';
 export const CMDADD_PATH = '/cmdadd';
+/** podwire's shim: a whole CNI invocation (docs/cni-protocol.md). */
+export const CNI_PATH = '/v1/cni';
+/** The shim's exit code rides in this response header; the body is its stdout. */
+export const CNI_EXIT_HEADER = 'X-Podwire-Cni-Exit';
 export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
 /** The upstream plugin's total HTTP timeout (§2.5): after that nobody is waiting for the answer. */
 export const DEFAULT_HANDLER_TIMEOUT_MS = 5_000;
@@ -90,6 +96,12 @@ export interface CniEndpointOptions {
   closeGraceMs?: number;
   /** Handler failures, timeouts and server errors. */
   onError?: (err: CniEndpointError) => void;
+  /**
+   * `POST /v1/cni`: one CNI invocation (the raw body); resolves to what the
+   * shim prints and exits with, or 'not-ready' (503: the shim retries).
+   * Absent: the route answers 404.
+   */
+  onCni?: (body: Buffer, ctx: CmdAddContext) => Promise<{ exitCode: number; stdout: string } | 'not-ready'>;
   /** Every answered request (for `istio_cni_plugin_requests_total{response_code}`). */
   onResponse?: (info: { path: string; status: number }) => void;
 }
@@ -115,9 +127,9 @@ interface Route {
   handle(ctx: Ctx): Promise<void>;
 }
 
-// `POST /v1/cni` (podwire's shim: a whole CNI invocation) goes here next.
 const ROUTES: Record<string, Route> = {
   [CMDADD_PATH]: { method: 'POST', handle: handleCmdAdd },
+  [CNI_PATH]: { method: 'POST', handle: handleCni },
 };
 
 function send(ctx: Ctx, status: number, message?: string, close = false): void {
@@ -215,6 +227,37 @@ async function handleCmdAdd(ctx: Ctx): Promise<void> {
     return send(ctx, 500, text);
   } finally {
     clearTimeout(timer);
+    res.off('close', onGone);
+    ctx.closing.removeEventListener('abort', onClosing);
+  }
+}
+
+// The plugin's own deadline (agent_timeout_ms) bounds this; closing the endpoint aborts it.
+async function handleCni(ctx: Ctx): Promise<void> {
+  const { opts, res } = ctx;
+  if (!opts.onCni) return send(ctx, 404, 'no CNI plugin handler');
+  const body = await readBody(ctx);
+  if (body === undefined) return;
+  const ac = new AbortController();
+  const onGone = () => { if (!res.writableFinished) ac.abort(new Error('client disconnected')); };
+  const onClosing = () => ac.abort(new Error('endpoint closing'));
+  res.once('close', onGone);
+  ctx.closing.addEventListener('abort', onClosing, { once: true });
+  try {
+    const reply = await opts.onCni(body, { signal: ac.signal });
+    if (reply === 'not-ready') return send(ctx, 503, 'node agent not ready');
+    if (res.headersSent || res.destroyed) return;
+    const buf = Buffer.from(reply.stdout, 'utf8');
+    res.statusCode = 200;
+    res.setHeader('Content-Type', 'application/json');
+    res.setHeader(CNI_EXIT_HEADER, String(reply.exitCode));
+    res.setHeader('Content-Length', buf.length);
+    res.end(buf);
+    opts.onResponse?.({ path: ctx.path, status: 200 });
+  } catch (err) {
+    opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_HANDLER', `CNI invocation: ${(err as Error)?.message ?? String(err)}`, { cause: err }));
+    return send(ctx, 500, (err as Error)?.message ?? String(err));
+  } finally {
     res.off('close', onGone);
     ctx.closing.removeEventListener('abort', onClosing);
   }

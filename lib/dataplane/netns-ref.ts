@@ -2,6 +2,7 @@
 // as the pod is enrolled (the same fd is re-sent to every new ztunnel), and
 // in-flight work takes its own; the fd is closed exactly once, when the last
 // reference is released.
+import { statSync } from 'node:fs';
 import { Netns } from '../net/netns/netns.js';
 
 export class NetnsRef {
@@ -21,6 +22,16 @@ export class NetnsRef {
   /** Same namespace (device and inode) as another handle. */
   sameNetns(other: NetnsRef): boolean {
     return this.ns.equals(other.ns);
+  }
+
+  /** Whether the nsfs file at `path` is this namespace (device and inode); false when it cannot be read. */
+  isAt(path: string): boolean {
+    try {
+      const st = statSync(path);
+      return st.ino === this.ns.id.ino && st.dev === this.ns.id.dev;
+    } catch {
+      return false;
+    }
   }
 
   get released(): boolean {

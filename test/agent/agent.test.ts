@@ -220,6 +220,81 @@ describeKube('podwire agent (in-process)', () => {
   }, 60_000);
 });
 
+/** What podwire-cni sends for one invocation (docs/cni-protocol.md). */
+function shimRequest(command: string, env: Record<string, string>, config: Record<string, unknown>): string {
+  return JSON.stringify({ command, env: { CNI_COMMAND: command, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', ...env }, config: JSON.stringify(config) });
+}
+
+async function shim(node: AgentTestNode, body: string): Promise<{ status: number; exit: string | undefined; out: string }> {
+  const { request } = await import('node:http');
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: `${node.runDir}/pluginevent.sock`, method: 'POST', path: '/v1/cni', headers: { 'Content-Type': 'application/json' } }, (res) => {
+      let out = '';
+      res.setEncoding('utf8').on('data', (d: string) => { out += d; }).on('end', () => resolve({ status: res.statusCode ?? 0, exit: res.headers['x-podwire-cni-exit'] as string | undefined, out }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describeKube('podwire agent: the plugin layer on POST /v1/cni', () => {
+  it.skipIf(!privileged('nft', 'iptables-save'))('ADD enrolls an ambient pod before answering, CHECK finds drift, DEL removes it; a sidecar pod gets istio-init\'s rules; STATUS', async () => {
+    const { node, ns, agent, peer } = await setup({ namespaceLabels: { 'istio.io/dataplane-mode': 'ambient' } });
+    await within('agent start', agent.start(), 30_000);
+    peer.start();
+    await until('ztunnel connected', () => agent.node?.zds?.server.connectionCount === 1);
+    const { createPod } = await import('../helpers/kube.js');
+    const w = await node.wire();
+    const created = await createPod(adminClient(), ns, 'via-shim', node.name);
+    const uid = created.metadata!.uid!;
+    const prevResult = { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: w.netnsPath }], ips: [{ interface: 0, address: `${w.ip4}/16`, gateway: '10.244.0.1' }, { interface: 0, address: `${w.ip6}/64` }], dns: {} };
+    const config = { cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'istio-cni', ambient_enabled: true, exclude_namespaces: ['kube-system'], pod_namespace: 'istio-system', prevResult };
+    const env = { CNI_CONTAINERID: 'sandbox-1', CNI_NETNS: w.netnsPath, CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=via-shim;K8S_POD_UID=${uid}` };
+
+    const add = await shim(node, shimRequest('ADD', env, config));
+    expect([add.status, add.exit]).toEqual([200, '0']);
+    expect(JSON.parse(add.out)).toEqual(prevResult);  // unchanged, in the config's version
+    // Answered only after ztunnel's ack: already redirected now.
+    expect(peer.active.has(uid)).toBe(true);
+    const pod: TestPod = { ...w, uid, name: 'via-shim', namespace: ns, object: created };
+    expect(await outbound(node, pod)).toBe('captured');
+    expect(await annotation(pod)).toBe('enabled');
+    expect((await shim(node, shimRequest('CHECK', env, config))).exit).toBe('0');
+    execFileSync('ip', ['netns', 'exec', w.netnsName, 'nft', 'flush', 'ruleset']);
+    const check = await shim(node, shimRequest('CHECK', env, config));
+    expect(check.exit).toBe('1');
+    expect(JSON.parse(check.out)).toMatchObject({ code: 101, msg: expect.stringContaining('redirection drifted') });
+    const del = await shim(node, shimRequest('DEL', { ...env, CNI_NETNS: '' }, config));
+    expect([del.exit, del.out]).toEqual(['0', '']);
+    expect(agent.node!.dataplane.cache.has(uid)).toBe(false);
+    await until('ztunnel told', () => !peer.active.has(uid));
+    expect((await shim(node, shimRequest('STATUS', {}, config))).exit).toBe('0');
+
+    // A sidecar-injected pod in a namespace outside ambient: istio-init's rules, verified against the model of the goldens.
+    const other = await freshNamespace(adminClient());
+    cleanups.push(() => removeNamespace(adminClient(), other));
+    const w2 = await node.wire();
+    await adminClient().core.createNamespacedPod({ namespace: other, body: {
+      metadata: { name: 'sidecar', annotations: { 'sidecar.istio.io/status': '{}' } },
+      spec: { nodeName: node.name, terminationGracePeriodSeconds: 0, containers: [{ name: 'app', image: 'registry.invalid/a:1' }, { name: 'istio-proxy', image: 'registry.invalid/p:1', args: ['proxy', 'sidecar'] }] },
+    } });
+    const env2 = { CNI_CONTAINERID: 'sandbox-2', CNI_NETNS: w2.netnsPath, CNI_ARGS: `K8S_POD_NAMESPACE=${other};K8S_POD_NAME=sidecar` };
+    const add2 = await shim(node, shimRequest('ADD', env2, { ...config, prevResult: { ...prevResult, ips: [{ interface: 0, address: `${w2.ip4}/16` }] } }));
+    expect([add2.status, add2.exit]).toEqual([200, '0']);
+    const { verify } = await import('../../lib/redirect/apply.js');
+    const { sidecarRules } = await import('../../lib/redirect/sidecar.js');
+    const { sidecarConfigFromPod } = await import('../../lib/redirect/annotations.js');
+    const { dualStack: _d, ...cfg } = sidecarConfigFromPod({ annotations: { 'sidecar.istio.io/status': '{}' }, podIps: [w2.ip4] });
+    const podNs = node.openPod(w2);
+    try {
+      expect((await verify(podNs, sidecarRules(cfg), { backend: 'iptables' })).ok).toBe(true);
+    } finally {
+      podNs.close();
+    }
+    expect(execFileSync('ip', ['netns', 'exec', w2.netnsName, 'iptables-save', '-t', 'nat'], { encoding: 'utf8' })).toContain('-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001');
+  }, 60_000);
+});
+
 describe('agent helpers', () => {
   it('parsePrometheusText reads what prom-client writes', async () => {
     const { createAgentMetrics } = await import('../../lib/agent/metrics.js');

@@ -226,9 +226,22 @@ describe('bad requests', () => {
     expect(r.ipConfigs.map((c) => [c.ip, c.gateway])).toEqual([['fd00:10:244::5', 'fd00:10:244::1'], ['::ffff:10.1.2.3', null]]);
   });
 
-  it('unknown paths → 404 (including /v1/cni, not served yet)', async () => {
+  it('POST /v1/cni: the handler gets the raw body; 200 with the stdout and the exit header, 503 when not ready, 404 without a handler', async () => {
+    const bodies: string[] = [];
+    let reply: { exitCode: number; stdout: string } | 'not-ready' = { exitCode: 1, stdout: '{"code":11}\n' };
+    const { ep } = await start({ onCni: async (b) => { bodies.push(b.toString()); return reply; } });
+    const r = await send(ep.socketPath, 'POST', '/v1/cni', '{"command":"ADD"}', { 'Content-Type': 'application/json' });
+    expect([r.status, r.headers['x-podwire-cni-exit'], r.body]).toEqual([200, '1', '{"code":11}\n']);
+    expect(bodies).toEqual(['{"command":"ADD"}']);
+    reply = 'not-ready';
+    expect((await send(ep.socketPath, 'POST', '/v1/cni', '{}')).status).toBe(503);
+    const { ep: bare } = await start();
+    expect((await send(bare.socketPath, 'POST', '/v1/cni', '{}')).status).toBe(404);
+  });
+
+  it('unknown paths → 404', async () => {
     const { ep, got } = await start();
-    for (const p of ['/', '/cmdadd/', '/v1/cni', '/cmddel']) {
+    for (const p of ['/', '/cmdadd/', '/v1/cni/', '/cmddel']) {
       const r = await send(ep.socketPath, 'POST', p, NO_PREV_BODY);
       expect([p, r.status, r.body]).toEqual([p, 404, '404 page not found\n']);
     }
