@@ -307,9 +307,11 @@ export class Agent {
   }
 
   /**
-   * DELs the shim queued while no agent answered: a pod whose enrolled netns
-   * is the one the record names (or, when that file is gone, a pod the API no
-   * longer has) is taken out; a pod already restored into a newer sandbox stays.
+   * DELs the shim queued while no agent answered. The pod is taken out when
+   * the record names the netns it is enrolled with, when the startup snapshot
+   * found no netns for it (its sandbox is gone: only the placeholder and its
+   * probe entries are left), or when neither the netns nor the Pod exists any
+   * more; a pod already restored into a newer sandbox stays.
    */
   private async drainDelQueue(): Promise<void> {
     const dp = this.node!.dataplane;
@@ -318,9 +320,9 @@ export class Agent {
       const entry = uid ? dp.cache.get(uid) : undefined;
       if (!entry) return;
       const path = r.netns ? hostPath(this.config.hostMountsRoot, r.netns) : '';
-      const same = path !== '' && entry.netns?.isAt(path);
+      const same = path !== '' && !!entry.netns?.isAt(path);
       const gone = (path === '' || !existsSync(path)) && !this.controller?.pods.list().some((p) => p.metadata?.uid === entry.pod.uid);
-      if (same || gone) {
+      if (same || !entry.netns || gone) {
         await dp.unenroll(entry.pod, { podDeleted: true });
         this.log.info('queued CNI DEL: pod removed from the mesh', podFields(entry.pod));
       }

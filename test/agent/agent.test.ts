@@ -295,6 +295,36 @@ describeKube('podwire agent: the plugin layer on POST /v1/cni', () => {
   }, 60_000);
 });
 
+describeKube('podwire agent: DELs queued while it was down', () => {
+  it.skipIf(!privileged('nft'))('a DEL the shim queued for an enrolled sandbox is applied at the next start; one for a newer sandbox is not', async () => {
+    const { node, ns, agent, peer, config } = await setup({ namespaceLabels: { 'istio.io/dataplane-mode': 'ambient' } });
+    const gone = await node.addPod(ns, 'torn-down');
+    const kept = await node.addPod(ns, 'recreated');
+    await within('agent start', agent.start(), 30_000);
+    peer.start();
+    for (const p of [gone, kept]) await until(`${p.name} enabled`, async () => (await annotation(p)) === 'enabled');
+    await agent.stop({ cleanup: false });
+    // While no agent runs: one sandbox is torn down (its process is gone) and the shim queues its DEL;
+    // the other pod's queued DEL names an older sandbox's netns, since replaced by the running one.
+    node.removeProcEntry(gone.pid);
+    const { mkdirSync, writeFileSync, readdirSync } = await import('node:fs');
+    const q = `${node.runDir}/cni-del-queue`;
+    mkdirSync(q, { recursive: true });
+    const rec = (p: TestPod, netns: string) => JSON.stringify({ containerId: `c-${p.name}`, netns, ifname: 'eth0', podNamespace: p.namespace, podName: p.name, podUid: p.uid, time: new Date().toISOString() });
+    writeFileSync(`${q}/1-c-${gone.name}.json`, rec(gone, gone.netnsPath));
+    writeFileSync(`${q}/2-c-${kept.name}.json`, rec(kept, '/var/run/netns/pwt-an-older-sandbox'));
+    const again = new Agent({ config, client: agentClient(), logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }) });
+    cleanups.push(() => again.stop({ cleanup: true }));
+    await within('second start', again.start(), 30_000);
+    expect(again.node!.dataplane.cache.has(gone.uid)).toBe(false);
+    expect(again.node!.dataplane.cache.get(kept.uid)?.netns).toBeTruthy();
+    expect(readdirSync(q)).toEqual([]);
+    const entries = await probeEntries(node);
+    expect(entries.get(gone.ip4)).toBeUndefined();
+    expect(entries.get(kept.ip4)).toBe(kept.uid);
+  }, 60_000);
+});
+
 describe('agent helpers', () => {
   it('parsePrometheusText reads what prom-client writes', async () => {
     const { createAgentMetrics } = await import('../../lib/agent/metrics.js');
