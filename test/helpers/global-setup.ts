@@ -4,6 +4,7 @@
 // benchmark and is left alone. Only names with the test prefix are touched.
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { sweepContainerdLeftovers } from './containerd.js';
 
 function alive(pid: number): boolean {
   try {
@@ -34,8 +35,10 @@ function sweep(): void {
 
 export function setup(): void {
   sweep();
+  sweepContainerdLeftovers(); // temp dirs and cgroups of killed CRI test runs
 }
 
 export function teardown(): void {
   sweep();
+  sweepContainerdLeftovers();
 }
