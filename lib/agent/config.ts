@@ -76,10 +76,16 @@ export interface AgentConfig {
 
 type Key = Exclude<keyof AgentConfig, 'selectors'>;
 
-interface Setting {
-  key: Key;
+/**
+ * One setting of a settings table (the agent's SETTINGS here, the installer's in
+ * lib/install/config.ts): where its value comes from, its default and how it is parsed.
+ */
+export interface SettingSpec<K extends string = string> {
+  key: K;
   /** Environment variable; absent for flag-only settings (Istio's logging flags). */
   env?: string;
+  /** Further environment variables read, in order, when `env` is unset (e.g. a chart's misspelling). */
+  envAliases?: readonly string[];
   flag: string;
   /** Other spellings of the flag. */
   aliases?: readonly string[];
@@ -96,12 +102,14 @@ interface Setting {
   parse(raw: string): unknown;
 }
 
+type Setting = SettingSpec<Key>;
+
 /** What parse() functions throw; turned into a ConfigError naming the setting and value. */
-class Bad extends Error {}
+export class Bad extends Error {}
 
 // strconv.ParseBool. Viper's GetBool turns anything else into false silently; intended
 // behaviour: reject it (AMBIENT_IPV6=yes must not mean "off").
-function bool(raw: string): boolean {
+export function bool(raw: string): boolean {
   if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(raw)) return true;
   if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(raw)) return false;
   throw new Bad('is not a boolean (true/false, 1/0, t/f)');
@@ -110,21 +118,21 @@ function bool(raw: string): boolean {
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-function namespaceName(raw: string): string {
+export function namespaceName(raw: string): string {
   if (raw.length > 63 || !DNS1123_LABEL.test(raw)) throw new Bad('is not a namespace name (DNS-1123 label)');
   return raw;
 }
 
-function objectName(raw: string): string {
+export function objectName(raw: string): string {
   if (raw.length > 253 || !DNS1123_SUBDOMAIN.test(raw)) throw new Bad('is not a Kubernetes object name (DNS-1123 subdomain)');
   return raw;
 }
 
-function optional(check: (raw: string) => string) {
+export function optional(check: (raw: string) => string) {
   return (raw: string) => (raw === '' ? '' : check(raw));
 }
 
-function absPath(raw: string): string {
+export function absPath(raw: string): string {
   if (!raw.startsWith('/')) throw new Bad('must be an absolute path');
   if (raw.includes('\0')) throw new Bad('must not contain NUL');
   return raw.length > 1 ? raw.replace(/\/+$/, '') : raw;
@@ -144,7 +152,7 @@ function runDir(raw: string): string {
   return dir;
 }
 
-function port(raw: string): number {
+export function port(raw: string): number {
   if (!/^\d{1,5}$/.test(raw) || Number(raw) < 1 || Number(raw) > 65535) throw new Bad('is not a port number (1–65535)');
   return Number(raw);
 }
@@ -164,7 +172,7 @@ function ipAny(raw: string): string {
   return raw;
 }
 
-function oneOf<T extends string>(values: readonly T[]) {
+export function oneOf<T extends string>(values: readonly T[]) {
   return (raw: string): T => {
     if (!(values as readonly string[]).includes(raw)) throw new Bad(`must be one of ${values.map((v) => (v === '' ? '""' : v)).join(', ')}`);
     return raw as T;
@@ -173,11 +181,11 @@ function oneOf<T extends string>(values: readonly T[]) {
 
 // Comma-separated, exact names. Blanks around names are trimmed and empty items dropped
 // (Helm joins with ","; a stray space must not silently defeat an exclusion).
-function namespaceList(raw: string): string[] {
+export function namespaceList(raw: string): string[] {
   return [...new Set(raw.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
 }
 
-function selectors(raw: string): EnablementSelector[] {
+export function selectors(raw: string): EnablementSelector[] {
   // Empty and YAML null decode to a nil list upstream: no selector, nothing selected.
   if (['', 'null', 'Null', 'NULL', '~'].includes(raw.trim())) return [];
   let doc: unknown;
@@ -202,7 +210,7 @@ const COMPILED = new WeakMap<object, CompiledEnablementSelectors>();
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal', 'none'] as const;
 // Istio's --log_output_level: `level` or `scope:level`, comma-separated; a bare level sets `default`.
-function logOutputLevel(raw: string): Record<string, LogLevel> {
+export function logOutputLevel(raw: string): Record<string, LogLevel> {
   const out: Record<string, LogLevel> = {};
   for (const item of raw.split(',')) {
     const part = item.trim();
@@ -273,8 +281,6 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'listenAddress', env: 'AGENT_LISTEN_ADDRESS', flag: '--listen-address', default: '', podwire: true, description: 'podwire: address the health and metrics servers bind (empty: every address, as upstream)', parse: optional(ipAny) },
 ];
 
-const BY_FLAG = new Map(SETTINGS.flatMap((s) => [s.flag, ...(s.aliases ?? [])].map((f) => [f, s] as const)));
-
 export interface SettingDescription {
   env?: string;
   flag: string;
@@ -297,14 +303,20 @@ export function describeSettings(): SettingDescription[] {
 }
 
 /** Flags as given on the command line, by setting; the last occurrence wins (pflag). */
-function parseArgv(argv: readonly string[]): Map<Setting, { raw: string; name: string }> {
-  const out = new Map<Setting, { raw: string; name: string }>();
+function parseArgv<K extends string>(
+  table: readonly SettingSpec<K>[],
+  foreign: readonly SettingSpec[],
+  argv: readonly string[],
+): Map<SettingSpec<K>, { raw: string; name: string }> {
+  const byFlag = flagIndex(table);
+  const foreignByFlag = flagIndex(foreign);
+  const out = new Map<SettingSpec<K>, { raw: string; name: string }>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (!arg.startsWith('--') || arg === '--') throw new ConfigError(arg, arg, 'unexpected argument (settings are --flag=value)');
     const eq = arg.indexOf('=');
     const name = eq < 0 ? arg : arg.slice(0, eq);
-    const s = BY_FLAG.get(name);
+    const s = byFlag.get(name) ?? foreignByFlag.get(name);
     if (!s) throw new ConfigError(name, eq < 0 ? '' : arg.slice(eq + 1), 'unknown flag');
     let raw: string;
     if (eq >= 0) raw = arg.slice(eq + 1);
@@ -312,42 +324,74 @@ function parseArgv(argv: readonly string[]): Map<Setting, { raw: string; name: s
     else if (s.boolean) raw = 'true';
     else if (i + 1 < argv.length) raw = argv[++i]!;
     else throw new ConfigError(name, '', 'needs a value');
-    out.set(s, { raw, name });
+    // A flag of the other table (the agent's and the installer's share one command line) is
+    // read, and validated, by that table's parser.
+    if (byFlag.get(name) === s) out.set(s as SettingSpec<K>, { raw, name });
   }
   return out;
 }
 
+function flagIndex<S extends SettingSpec>(table: readonly S[]): Map<string, S> {
+  return new Map(table.flatMap((s) => [s.flag, ...(s.aliases ?? [])].map((f) => [f, s] as const)));
+}
+
 export type Env = Readonly<Record<string, string | undefined>>;
 
+export interface ReadSettingsOptions {
+  /**
+   * Settings of another table given on the same command line: their flags are accepted and
+   * skipped (with their value, unless boolean) instead of being unknown.
+   */
+  foreign?: readonly SettingSpec[];
+}
+
 /**
- * Reads the agent's configuration: `argv` flags (without the command) over `env` over the
- * defaults. Throws ConfigError (code ERR_AGENT_CONFIG) at the first bad setting, in argv order
- * for flag syntax, then in table order.
+ * Reads every setting of `table`: its `argv` flag over its env variable over its default.
+ * Returns the parsed values by key and, by key, the name the value came from (the flag as
+ * spelled, the env name, or for a default the env name, else the flag). Throws ConfigError
+ * at the first bad setting, in argv order for flag syntax, then in table order.
  */
-export function parseAgentConfig(env: Env = process.env, argv: readonly string[] = []): AgentConfig {
-  const flags = parseArgv(argv);
-  const out: Record<string, unknown> = {};
-  for (const s of SETTINGS) {
+export function readSettings<K extends string>(
+  table: readonly SettingSpec<K>[],
+  env: Env,
+  argv: readonly string[],
+  opts: ReadSettingsOptions = {},
+): { values: Record<K, unknown>; names: Map<K, string> } {
+  const flags = parseArgv(table, opts.foreign ?? [], argv);
+  const values = {} as Record<K, unknown>;
+  const names = new Map<K, string>();
+  for (const s of table) {
     const flag = flags.get(s);
-    const fromEnv = s.env === undefined ? undefined : env[s.env];
+    const envName = [s.env, ...(s.envAliases ?? [])].find((e) => e !== undefined && env[e] !== undefined && (env[e] !== '' || s.emptyIsValue));
     let raw: string;
     let name: string;
     if (flag) ({ raw, name } = flag);
     // Viper reads an empty variable as unset; keep that except where empty means "none".
-    else if (fromEnv !== undefined && (fromEnv !== '' || s.emptyIsValue)) [raw, name] = [fromEnv, s.env!];
+    else if (envName !== undefined) [raw, name] = [env[envName]!, envName];
     else [raw, name] = [s.default, s.env ?? s.flag];
     if (raw === '' && !s.emptyIsValue && s.default !== '') raw = s.default;
+    names.set(s.key, name);
     try {
-      out[s.key] = raw === '' && s.default === '' && !s.emptyIsValue ? '' : s.parse(raw);
+      values[s.key] = raw === '' && s.default === '' && !s.emptyIsValue ? '' : s.parse(raw);
     } catch (err) {
       if (err instanceof Bad) throw new ConfigError(name, raw, err.message);
       throw err;
     }
   }
+  return { values, names };
+}
+
+/**
+ * Reads the agent's configuration: `argv` flags (without the command) over `env` over the
+ * defaults. Throws ConfigError (code ERR_AGENT_CONFIG) at the first bad setting, in argv order
+ * for flag syntax, then in table order. `opts.foreign`: the installer's settings
+ * (lib/install/config.ts INSTALL_SETTINGS) when both read one command line.
+ */
+export function parseAgentConfig(env: Env = process.env, argv: readonly string[] = [], opts: ReadSettingsOptions = {}): AgentConfig {
+  const { values: out, names } = readSettings(SETTINGS, env, argv, opts);
   // Upstream starts with an empty NODE_NAME and then watches no pods at all. Intended: refuse.
   if (out.nodeName === '') {
-    const f = flags.get(BY_FLAG.get('--node-name')!);
-    throw new ConfigError(f ? '--node-name' : 'NODE_NAME', '', 'is required (set it from spec.nodeName via the downward API)');
+    throw new ConfigError(names.get('nodeName') === '--node-name' ? '--node-name' : 'NODE_NAME', '', 'is required (set it from spec.nodeName via the downward API)');
   }
   const cfg = out as unknown as AgentConfig;
   cfg.selectors = COMPILED.get(cfg.enablementSelectors) ?? compileEnablementSelectors(cfg.enablementSelectors);

@@ -14,6 +14,7 @@ const COMMANDS: Record<string, { load: () => Promise<{ command: Command }>; summ
   agent: { load: () => import('./agent.js'), summary: 'run the ambient node agent (Istio CNI compatible) until SIGTERM' },
   cleanup: { load: () => import('./cleanup.js'), summary: 'remove what a killed demo (or test run) left behind: netns, mounts, temp dirs' },
   demo: { load: () => import('./demo.js'), summary: 'a whole mesh node on this machine, proven with real traffic' },
+  install: { load: () => import('./install.js'), summary: 'print what the CNI installer would write: the merged conflist or the plugin entry' },
   inspect: { load: () => import('./inspect.js'), summary: 'links, addresses, routes and policy rules of a netns' },
   ipset: { load: () => import('./ipset.js'), summary: 'create, fill, list and save ipsets of a netns (netlink)' },
   nft: { load: () => import('./nft.js'), summary: 'apply nft scripts inside a netns and list its ruleset' },
