@@ -36,6 +36,8 @@ import { parseInvocation } from '../cni/invocation.js';
 import { startLogSink, type LogSink } from '../cni/log-sink.js';
 import { CniPlugin, type CniReply } from '../cni/plugin.js';
 import { CURRENT_VERSION } from '../cni/version.js';
+import { Installer } from '../install/installer.js';
+import type { InstallConfig } from '../install/config.js';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -52,6 +54,12 @@ export interface AgentOptions {
   zdsAllowedUids?: number[];
   /** The kubelet's UID, which the nftables host rule matches (default 0). */
   kubeletUid?: number;
+  /**
+   * The CNI installer's configuration: it runs once the agent is ready (§1.2:
+   * no pod reaches the plugin before the agent can serve it). Absent: no
+   * installer (the plugin is installed some other way) and `/readyz` does not wait for one.
+   */
+  install?: InstallConfig;
 }
 
 export interface StopOptions {
@@ -102,6 +110,10 @@ export class Agent {
   health: HealthServer | undefined;
   metricsServer: RunningServer | undefined;
   drift: DriftCheck | undefined;
+  installer: Installer | undefined;
+  /** Rejects when something the agent cannot run without fails after start (the installer's loop): exit then. */
+  readonly fatal: Promise<never>;
+  private failFatal!: (err: unknown) => void;
   /** What the startup snapshot restored. */
   snapshot: SnapshotRestore | undefined;
   private host: Netns | undefined;
@@ -120,7 +132,9 @@ export class Agent {
     this.log = this.logging.scope('cni-agent');
     this.ownsClient = !opts.client;
     this.client = opts.client ?? new KubeClient(loadCredentials());
-    this.readiness.set('installed');  // no installer in this process yet: nothing to wait for
+    if (!opts.install) this.readiness.set('installed');  // nothing to install: nothing to wait for
+    this.fatal = new Promise<never>((_, reject) => { this.failFatal = reject; });
+    this.fatal.catch(() => undefined);  // observed by whoever runs the agent (the CLI)
   }
 
   /** Runs the start sequence; resolves once the agent is ready. Rejects with AgentStartError (call stop() after). */
@@ -218,7 +232,27 @@ export class Agent {
       });
       this.drift.start();
     }
+    if (this.opts.install) await stage('cni installer', () => this.startInstaller(this.opts.install!));
     this.log.info('node agent ready');
+  }
+
+  private async startInstaller(cfg: InstallConfig): Promise<void> {
+    const installer = new Installer(cfg, {
+      log: this.log,
+      onReady: (ready) => {
+        this.readiness.set('installed', ready);
+        this.metrics.installReady.set(ready ? 1 : 0);
+      },
+      onInstall: (result) => this.metrics.installs.inc({ result }),
+      onRevertLoop: (info) => this.log.warn(`the CNI config keeps being rewritten without podwire's entry (${info.hits} reinstalls in a row): ${info.hint}`, { path: info.path }),
+    });
+    this.installer = installer;
+    await installer.start();
+    installer.done?.catch((err: unknown) => {
+      if (this.stopping) return;
+      this.log.error(`cni installer stopped: ${(err as Error).message}`);
+      this.failFatal(err);
+    });
   }
 
   /**
@@ -245,6 +279,7 @@ export class Agent {
       if (!this.synced) void this.stopController();
       await this.starting.catch(() => undefined);
     }
+    await this.installer?.stop().catch((err: unknown) => this.log.warn(`stopping the installer: ${(err as Error).message}`));
     await this.drift?.stop();
     await this.cni?.close();
     await this.logSink?.close();
@@ -263,6 +298,13 @@ export class Agent {
       }).catch((err: unknown) => ({ skipCleanup: true, reason: `decision failed, keeping everything: ${(err as Error).message}` }));
     }
     let cleanedUp = false;
+    if (!decision.skipCleanup && this.installer) {
+      // Upstream's order: the plugin and its config entry first, so no new pod calls a plugin whose agent is going.
+      await this.installer.cleanup().then(
+        () => this.log.info('CNI plugin and config entry removed'),
+        (err: unknown) => this.log.error(`removing the CNI plugin: ${(err as Error).message}`),
+      );
+    }
     if (!decision.skipCleanup && this.node) {
       try {
         await this.node.uninstall();

@@ -4,9 +4,10 @@
 import { UsageError } from './args.js';
 import type { Command } from './main.js';
 import { ConfigError, describeSettings, parseAgentConfig } from '../agent/config.js';
+import { describeInstallSettings, INSTALL_SETTINGS, parseInstallConfig } from '../install/config.js';
 
 function usage(): string {
-  const rows = describeSettings().map((s) => {
+  const rows = [...describeSettings(), ...describeInstallSettings().filter((s) => !describeSettings().some((a) => a.flag === s.flag))].map((s) => {
     const names = s.env ? `${s.env} / ${s.flag}` : s.flag;
     const def = s.default === '' ? '(empty)' : s.default;
     const up = s.upstreamDefault !== undefined ? `; Istio's binary: ${s.upstreamDefault === '' ? '(empty)' : s.upstreamDefault}` : '';
@@ -17,7 +18,8 @@ function usage(): string {
     '',
     'Runs the ambient node agent: informers for this node\'s pods and all namespaces, enrollment',
     '(in-pod redirection, ZDS hand-over to ztunnel, host probe set), the CNI plugin endpoint,',
-    'the startup snapshot, a periodic drift check, /healthz + /readyz and /metrics.',
+    'the startup snapshot, a periodic drift check, /healthz + /readyz and /metrics; once it is',
+    'ready, the CNI installer (podwire-cni into the CNI bin dir, its entry into the node\'s conflist).',
     'Kubernetes credentials: $KUBECONFIG (first entry), else the in-cluster service account.',
     'Each setting is read from its flag, else its environment variable, else the default.',
     'SIGTERM/SIGINT stop it: on upgrade or reboot (its DaemonSet still targets the node) nothing',
@@ -35,8 +37,10 @@ export const command: Command = {
   },
   async run(argv) {
     let config;
+    let install;
     try {
-      config = parseAgentConfig(process.env, argv);
+      config = parseAgentConfig(process.env, argv, { foreign: INSTALL_SETTINGS });
+      install = parseInstallConfig(process.env, argv);
       if (!config.ambientEnabled) {
         const fromFlag = argv.some((a) => a.startsWith('--ambient-enabled'));
         throw new ConfigError(fromFlag ? '--ambient-enabled' : 'AMBIENT_ENABLED', 'false', 'this agent runs ambient mode only (the sidecar-mode installer is not built yet); set it to true');
@@ -46,7 +50,7 @@ export const command: Command = {
       throw err;
     }
     const { Agent } = await import('../agent/agent.js');
-    const agent = new Agent({ config });
+    const agent = new Agent({ config, install });
     let signals = 0;
     const stopped = new Promise<void>((resolve) => {
       const onSignal = (sig: NodeJS.Signals) => {
@@ -62,12 +66,13 @@ export const command: Command = {
     });
     try {
       await Promise.race([agent.start(), stopped]);
+      // Runs until a signal, or until the installer's loop fails (upstream exits then; the DaemonSet restarts us).
+      await Promise.race([stopped, agent.fatal]);
     } catch (err) {
       agent.log.fatal((err as Error).message);
       await agent.stop({ cleanup: false });
       return 1;
     }
-    await stopped;
     const r = await agent.stop();
     agent.log.info(`stopped (${r.cleanedUp ? 'host rules removed' : 'host rules kept'}: ${r.reason})`);
     return 0;

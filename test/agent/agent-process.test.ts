@@ -123,9 +123,19 @@ describeKube('podwire agent (process)', () => {
     // The restored pods are not enrolled again by the informers: ztunnel got each once (the snapshot), no live add.
     await new Promise((r) => setTimeout(r, 1000));
     expect(snapshots.at(-1)!.addMessages).toBe(50);
+    // The installer ran once the agent was ready: plugin binary under Istio's name, entry appended to the primary conflist.
+    const { readFileSync, existsSync } = await import('node:fs');
+    const conflist = () => JSON.parse(readFileSync(`${node.cniNetDir}/10-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
+    expect(conflist().plugins.map((p) => p.type)).toEqual(['bridge', 'istio-cni']);
+    expect(existsSync(`${node.cniBinDir}/istio-cni`)).toBe(true);
+    // SIGTERM with no istio-cni-node DaemonSet: an uninstall — entry, binary and host rules go, in-pod rules stay.
     second.child.kill('SIGTERM');
     const stopped = await second.done;
     expect(stopped.code).toBe(0);
+    expect(conflist().plugins.map((p) => p.type)).toEqual(['bridge']);
+    expect(existsSync(`${node.cniBinDir}/istio-cni`)).toBe(false);
+    expect(execFileSync('ip', ['netns', 'exec', `${node.prefix}node`, 'nft', 'list', 'tables'], { encoding: 'utf8' })).not.toContain('istio-ambient-nat');
+    for (const p of pods.slice(0, 3)) expect(ruleset(p)).toBe(before.get(p.uid));
     const second_ = stopped.err.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string });
     expect(second_.filter((l) => /pod (re-)?enrolled/.test(l.msg))).toEqual([]);
     expect(second_.some((l) => /startup snapshot: 50 pods, 0 repaired, 0 failed, 100 probe entries, 0 pruned/.test(l.msg))).toBe(true);

@@ -7,7 +7,7 @@
 // Nothing touches the host: the agent enters the node netns through
 // `<proc root>/1/ns/net` (ALLOW_SWITCH_TO_HOST_NS), everything else lives
 // in a temp dir removed at teardown.
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -85,9 +85,26 @@ export class AgentTestNode {
     }
   }
 
-  /** The agent's environment for this node (every port and path its own). */
+  /** The node's CNI config dir (a bridge conflist, as a primary CNI would write) and bin dir, for the installer. */
+  get cniNetDir(): string {
+    return join(this.dir, 'cni', 'net.d');
+  }
+
+  get cniBinDir(): string {
+    return join(this.dir, 'cni', 'bin');
+  }
+
+  /** The agent's environment for this node (every port and path its own, the installer's too). */
   async env(extra: Record<string, string> = {}): Promise<Record<string, string>> {
+    mkdirSync(this.cniBinDir, { recursive: true });
+    mkdirSync(this.cniNetDir, { recursive: true });
+    const primary = join(this.cniNetDir, '10-bridge.conflist');
+    if (!existsSync(primary)) {
+      writeFileSync(primary, `${JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', plugins: [{ type: 'bridge', bridge: 'pwbr0', ipam: { type: 'host-local', subnet: '10.244.0.0/16' } }] }, null, 2)}\n`);
+    }
     return {
+      MOUNTED_CNI_NET_DIR: this.cniNetDir,
+      CNI_BIN_TARGET_DIRS: this.cniBinDir,
       NODE_NAME: this.name,
       AMBIENT_ENABLED: 'true',
       POD_NAMESPACE: 'istio-system',
