@@ -1,6 +1,7 @@
 {
-  # One target, podwire.node. On Linux it is the real addon; elsewhere a stub
-  # whose functions throw ENOSYS, so installing on a laptop never breaks.
+  # Two targets. podwire.node: on Linux the real addon; elsewhere a stub whose
+  # functions throw ENOSYS, so installing on a laptop never breaks. podwire-cni:
+  # the static CNI plugin executable (Linux only).
   # C++ exceptions are on (node_addon_api_except); N-API version is pinned.
   "targets": [
     {
@@ -29,6 +30,27 @@
           "cflags_cc": ["-std=c++20", "-fexceptions"],
           "xcode_settings": {"GCC_ENABLE_CPP_EXCEPTIONS": "YES", "CLANG_CXX_LANGUAGE_STANDARD": "c++20"},
           "msvs_settings": {"VCCLCompilerTool": {"ExceptionHandling": 1, "AdditionalOptions": ["/std:c++20"]}}
+        }]
+      ]
+    },
+    {
+      # podwire-cni, the CNI plugin the runtime execs (docs/cni-protocol.md): a static
+      # executable next to the addon, build/Release/podwire-cni. No N-API, no node: only
+      # native/cni-shim/ and native/common/fd.h; -static links glibc and libstdc++ in.
+      # Linux only (elsewhere the target builds nothing).
+      "target_name": "podwire-cni",
+      "conditions": [
+        ["OS=='linux'", {
+          "type": "executable",
+          "sources": ["native/cni-shim/main.cc", "native/cni-shim/shim_logic.cc", "native/cni-shim/shim_io.cc"],
+          "include_dirs": ["native"],
+          "cflags_cc!": ["-fno-exceptions", "-std=gnu++17", "-std=c++17"],
+          "cflags_cc": ["-std=c++20", "-fexceptions", "-Wall", "-Wextra", "-Wshadow", "-fstack-protector-strong",
+                        "-ffunction-sections", "-fdata-sections"],
+          "ldflags": ["-static", "-Wl,--gc-sections", "-Wl,-z,relro,-z,now"],
+          "configurations": {"Release": {"cflags!": ["-O3"], "cflags": ["-O2"]}}
+        }, {
+          "type": "none"
         }]
       ]
     }

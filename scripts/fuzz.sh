@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in native/fuzz/ with clang (AddressSanitizer +
-# UBSan) and runs each for a bounded time, side by side (one core each):
-#   scripts/fuzz.sh [SECONDS=15] [TARGET...]      (TARGET: nft_fuzz, nlmsg_fuzz)
+# UBSan) and runs each for a bounded time, side by side:
+#   scripts/fuzz.sh [SECONDS=15] [TARGET...]
+#   (TARGET: nft_fuzz, nlmsg_fuzz, cni_response_fuzz, cni_config_fuzz)
 # Needs clang and its compiler-rt (Debian: clang libclang-rt-14-dev; npm run bootstrap).
 # Prints one line per target, `fuzz-result <target> ok|failed|skipped <detail>`, which
 # scripts/test.mjs counts; exits 0 when all ran clean, 2 when the toolchain is missing.
@@ -18,9 +19,11 @@ mkdir -p "$out/artifacts"
 declare -A sources=(
   [nft_fuzz]="native/nft/nft_encode.cc native/nft/nft_decode.cc"
   [nlmsg_fuzz]=""
+  [cni_response_fuzz]="native/cni-shim/shim_logic.cc"
+  [cni_config_fuzz]="native/cni-shim/shim_logic.cc"
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(nft_fuzz nlmsg_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(nft_fuzz nlmsg_fuzz cni_response_fuzz cni_config_fuzz)
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Inative)
 
 skip_all() {

@@ -60,10 +60,11 @@ function run(cmd, args, opts = {}) {
   return r;
 }
 
-// 1. The addon, when a native source or binding.gyp is newer than the build.
-const addon = join(root, 'build/Release/podwire.node');
+// 1. The addon and podwire-cni (Linux), when a native source or binding.gyp is newer than the build.
+const built = [join(root, 'build/Release/podwire.node')];
+if (process.platform === 'linux') built.push(join(root, 'build/Release/podwire-cni'));
 const nativeTime = Math.max(newest(join(root, 'native'), ['.cc', '.h']), statSync(join(root, 'binding.gyp')).mtimeMs);
-if (!existsSync(addon) || statSync(addon).mtimeMs < nativeTime) {
+if (built.some((f) => !existsSync(f) || statSync(f).mtimeMs < nativeTime)) {
   console.log('> building the native addon');
   if (run('npm', ['run', 'build:native', '--silent']).status !== 0) process.exit(1);
 }
@@ -112,7 +113,8 @@ if (ctest.status !== 0 && !counts.some((m) => Number(m[2]) > 0)) failed++;
 failed += checkMounts('ctest', mountsBefore);
 
 // 6. Fuzzing, for a bounded time; every target counts as one test. Native libFuzzer targets
-// (scripts/fuzz.sh: nft codec, netlink framing; clang + compiler-rt, ASan/UBSan), side by side,
+// (scripts/fuzz.sh: nft codec, netlink framing, podwire-cni's response parser and config JSON
+// reader; clang + compiler-rt, ASan/UBSan), side by side,
 // PODWIRE_FUZZ_SECONDS each (default 15); then the JS decoder fuzzers (scripts/fuzz-js.mjs:
 // ipset, ZDS), PODWIRE_FUZZ_JS_SECONDS each (default: PODWIRE_FUZZ_SECONDS, else 10).
 // PODWIRE_FUZZ_SECONDS=0 skips all. A missing toolchain is a skip, a failure with CI=true.
@@ -128,7 +130,7 @@ function countFuzz(r, expected) {
 }
 if (fuzzSeconds !== '0') {
   console.log(`> fuzzing the native targets for ${fuzzSeconds}s each${process.env.CI === 'true' ? ' (CI: a missing clang/libFuzzer fails)' : ''}`);
-  countFuzz(run('bash', [join(root, 'scripts/fuzz.sh'), fuzzSeconds], { capture: true }), 2);
+  countFuzz(run('bash', [join(root, 'scripts/fuzz.sh'), fuzzSeconds], { capture: true }), 4);
   console.log(`> fuzzing the JS decoders for ${fuzzJsSeconds}s each`);
   countFuzz(run(process.execPath, [join(root, 'scripts/fuzz-js.mjs'), fuzzJsSeconds], { capture: true }), 2);
 }
