@@ -89,6 +89,9 @@ export class AgentStartError extends Error {
  */
 const CNI_INVOCATION_TIMEOUT_MS = 25_000;
 
+/** Largest plugin request: 1 MiB of stdin escaped (≤ 6 MiB) plus CNI_* env (≤ 64 KiB each). */
+const CNI_REQUEST_MAX_BYTES = 8 << 20;
+
 /** How long one proc scan answers the informer path's netns lookups. */
 const SCAN_REUSE_MS = 1000;
 
@@ -197,6 +200,8 @@ export class Agent {
       runDir: cfg.cniAgentRunDir,
       onCmdAdd: cniAddHandler({ controller, client: this.client, policy, hostMountsRoot: cfg.hostMountsRoot, ready: () => this.synced }),
       onCni: (body, ctx) => this.cniInvocation(plugin, body, ctx.signal),
+      // The shim sends stdin (≤ 1 MiB) as a JSON string: escaping can grow it up to 6×, plus the env.
+      maxBodyBytes: CNI_REQUEST_MAX_BYTES,
       onResponse: ({ status }) => this.metrics.pluginRequests.inc({ response_code: String(status) }),
       onError: (err) => this.log.warn(`cni endpoint: ${err.message}`),
     }));
