@@ -249,7 +249,10 @@ export class Agent {
         this.metrics.installReady.set(ready ? 1 : 0);
       },
       onInstall: (result) => this.metrics.installs.inc({ result }),
-      onRevertLoop: (info) => this.log.warn(`the CNI config keeps being rewritten without podwire's entry (${info.hits} reinstalls in a row): ${info.hint}`, { path: info.path }),
+      onRevertLoop: (info) => {
+        this.metrics.installRevertLoops.inc();
+        this.log.warn(`the CNI config keeps being rewritten without podwire's entry (${info.hits} reinstalls in a row): ${info.hint}`, { path: info.path });
+      },
     });
     this.installer = installer;
     await installer.start();

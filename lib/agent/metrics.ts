@@ -55,6 +55,7 @@ export const METRIC_DEFINITIONS = {
   podwire_informer_relists_total: { type: 'counter', labels: ['resource'] },
   podwire_zds_acks_total: { type: 'counter', labels: ['type'] },
   podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
+  podwire_install_revert_loops_total: { type: 'counter', labels: [] },
 } as const satisfies Record<string, { type: 'counter' | 'gauge' | 'histogram'; labels: readonly string[] }>;
 
 export type MetricName = keyof typeof METRIC_DEFINITIONS;
@@ -90,6 +91,8 @@ export interface AgentMetrics {
   readonly zdsAcks: Counter<'type'>;
   /** `podwire_zds_nacks_total{type}`: ztunnel acks with a non-empty error. */
   readonly zdsNacks: Counter<'type'>;
+  /** `podwire_install_revert_loops_total`: times something kept removing the plugin's config entry (>5 reinstalls in a row). */
+  readonly installRevertLoops: Counter;
   /** Values read at every scrape; a later call replaces earlier sources. */
   bind(sources: MetricSources): void;
 }
@@ -157,6 +160,7 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
     informerRelists: new Counter({ name: 'podwire_informer_relists_total', help: 'Informer full relists (410 Gone), by resource', labelNames: ['resource'], registers, collect: informerCount('relists') }),
     zdsAcks: counter('podwire_zds_acks_total', 'ZDS requests acknowledged by ztunnel, by request type', ['type']),
     zdsNacks: counter('podwire_zds_nacks_total', 'ZDS requests refused by ztunnel (ack with an error), by request type', ['type']),
+    installRevertLoops: counter('podwire_install_revert_loops_total', 'Times another component kept reverting the CNI installation (more than 5 reinstalls in a row)', []),
     bind(s: MetricSources) {
       sources = s;
     },

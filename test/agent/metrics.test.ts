@@ -204,6 +204,7 @@ const EXPECTED: Record<string, { type: MetricType; labels: string[] }> = {
   podwire_informer_relists_total: { type: 'counter', labels: ['resource'] },
   podwire_zds_acks_total: { type: 'counter', labels: ['type'] },
   podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
+  podwire_install_revert_loops_total: { type: 'counter', labels: [] },
 };
 
 describe('the strict text-format parser', () => {
