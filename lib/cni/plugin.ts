@@ -73,7 +73,7 @@ export class CniPlugin {
       switch (inv.command) {
         case 'ADD': return await this.add(inv, conf, args, signal);
         case 'DEL': return await this.del(inv, args);
-        case 'CHECK': return await this.check(inv, conf, args);
+        case 'CHECK': return await this.check(inv, args);
         case 'GC': return await this.gc(conf);
         case 'STATUS': return this.status();
       }
@@ -89,7 +89,6 @@ export class CniPlugin {
     return { exitCode: 0, stdout: `${JSON.stringify(out)}\n` };
   }
 
-  /** Which §2.3 branch an ADD takes (exported for tests and logs through `addOutcome`). */
   private async add(inv: Invocation, conf: PluginConf, args: K8sArgs, signal?: AbortSignal): Promise<CniReply> {
     const outcome = await this.addOutcome(inv, conf, args, signal);
     this.log(outcome === 'none' ? 'debug' : 'info', `cni ADD: ${outcome}`, { pod: `${args.podNamespace}/${args.podName}`, container: inv.containerId });
@@ -169,12 +168,11 @@ export class CniPlugin {
     }
   }
 
-  private async check(inv: Invocation, conf: PluginConf, args: K8sArgs): Promise<CniReply> {
+  private async check(inv: Invocation, args: K8sArgs): Promise<CniReply> {
     const entry = this.enrolledPod(inv, args);
     if (!entry) return { exitCode: 0, stdout: '' };  // not an ambient pod of ours: nothing to check
     const drift = await this.deps.dataplane.verify(entry.pod, { netnsPath: hostPath(this.deps.hostMountsRoot, inv.netns) });
     if (!drift.ok) throw new CniError(CNI_CODES.REDIRECTION_DRIFT, `pod ${entry.pod.namespace}/${entry.pod.name}: redirection drifted`, drift.drift.join('; '));
-    void conf;
     return { exitCode: 0, stdout: '' };
   }
 
