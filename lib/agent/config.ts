@@ -292,7 +292,12 @@ export interface SettingDescription {
 
 /** Every setting with its env name, flag, default and meaning (for `podwire agent --help`). */
 export function describeSettings(): SettingDescription[] {
-  return SETTINGS.map((s) => {
+  return describeTable(SETTINGS);
+}
+
+/** A settings table as help rows (the agent's, the installer's); defaults shown as a reader wants them. */
+export function describeTable(table: readonly SettingSpec[]): SettingDescription[] {
+  return table.map((s) => {
     const d: SettingDescription = { flag: s.flag, default: s.default, podwire: !!s.podwire, description: s.description };
     if (s.env) d.env = s.env;
     if (s.upstreamDefault !== undefined) d.upstreamDefault = s.upstreamDefault;

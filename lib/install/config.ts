@@ -10,7 +10,7 @@
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
-  absPath, Bad, bool, ConfigError, oneOf, optional, port, readSettings, SETTINGS,
+  absPath, Bad, bool, ConfigError, describeTable, oneOf, optional, port, readSettings, SETTINGS,
   type Env, type LogLevel, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
 } from '../agent/config.js';
 import { parseGoDuration } from '../agent/duration.js';
@@ -224,11 +224,5 @@ export function parseInstallConfig(env: Env = process.env, argv: readonly string
 
 /** Every installer setting with its env name, flag, default and meaning (for --help). */
 export function describeInstallSettings(): SettingDescription[] {
-  return INSTALL_SETTINGS.map((s) => {
-    const d: SettingDescription = { flag: s.flag, default: s.default, podwire: !!s.podwire, description: s.description };
-    if (s.env) d.env = s.env;
-    if (s.upstreamDefault !== undefined) d.upstreamDefault = s.upstreamDefault;
-    if (s.key === 'enablementSelectors') d.default = 'pods labelled istio.io/dataplane-mode=ambient, and pods of namespaces so labelled unless the pod is labelled istio.io/dataplane-mode=none';
-    return d;
-  });
+  return describeTable(INSTALL_SETTINGS);
 }

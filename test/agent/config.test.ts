@@ -3,20 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, describeSettings, parseAgentConfig, selectionPolicy, SETTINGS, type AgentConfig } from '../../lib/agent/config.js';
 import { parseGoDuration } from '../../lib/agent/duration.js';
 import { decideAmbient, DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/index.js';
+import { configError } from '../helpers/config-error.js';
 
 const BASE = { NODE_NAME: 'node-1' };
 const parse = (env: Record<string, string | undefined> = {}, argv: string[] = []) => parseAgentConfig({ ...BASE, ...env }, argv);
 
-function configError(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ConfigError);
-    expect((e as ConfigError).code).toBe('ERR_AGENT_CONFIG');
-    return e as ConfigError;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('defaults', () => {
   it('are upstream\'s (chart values for env-only settings)', () => {

@@ -4,17 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, parseAgentConfig } from '../../lib/agent/config.js';
 import { DEFAULT_PLUGIN_BINARY, describeInstallSettings, INSTALL_SETTINGS, parseInstallConfig } from '../../lib/install/config.js';
 import { DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/enablement.js';
+import { configError } from '../helpers/config-error.js';
 
-function configError(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ConfigError);
-    expect((e as ConfigError).code).toBe('ERR_AGENT_CONFIG');
-    return e as ConfigError;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('defaults', () => {
   it('are upstream\'s (chart values for the shared env-only settings)', () => {
