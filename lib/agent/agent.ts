@@ -249,10 +249,7 @@ export class Agent {
         this.metrics.installReady.set(ready ? 1 : 0);
       },
       onInstall: (result) => this.metrics.installs.inc({ result }),
-      onRevertLoop: (info) => {
-        this.metrics.installRevertLoops.inc();
-        this.log.warn(`the CNI config keeps being rewritten without podwire's entry (${info.hits} reinstalls in a row): ${info.hint}`, { path: info.path });
-      },
+      onRevertLoop: () => this.metrics.installRevertLoops.inc(),  // the installer logs the warning
     });
     this.installer = installer;
     await installer.start();
@@ -283,8 +280,10 @@ export class Agent {
   private async doStop(opts: StopOptions): Promise<StopResult> {
     for (const c of ['installed', 'informersSynced', 'snapshotReconciled'] as const) this.readiness.clear(c);
     if (this.starting) {
-      // A start still waiting for the informers is released by stopping them; its next stage then gives up.
+      // A start still waiting is released: the informers (sync) or the installer (waiting for a
+      // primary CNI config) are stopped, and its next stage gives up.
       if (!this.synced) void this.stopController();
+      void this.installer?.stop().catch(() => undefined);
       await this.starting.catch(() => undefined);
     }
     await this.installer?.stop().catch((err: unknown) => this.log.warn(`stopping the installer: ${(err as Error).message}`));

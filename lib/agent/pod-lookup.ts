@@ -62,7 +62,7 @@ export async function lookupPod(
   ref: { namespace: string; name: string },
   opts: PodLookupOptions = {},
 ): Promise<PodLookupResult> {
-  const waitMs = checkTimeout(opts.cacheWaitMs ?? 500, 'cacheWaitMs');
+  const waitMs = checkTimeout(opts.cacheWaitMs ?? 500, 'cacheWaitMs', { allowZero: true });  // 0: the cache as it is, then the GET
   const getTimeoutMs = checkTimeout(opts.getTimeoutMs ?? 2000, 'getTimeoutMs');
   const callOpts = { timeoutMs: getTimeoutMs, ...(opts.signal ? { signal: opts.signal } : {}) };
   const t0 = Date.now();

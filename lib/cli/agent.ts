@@ -43,7 +43,7 @@ export const command: Command = {
       install = parseInstallConfig(process.env, argv);
       if (!config.ambientEnabled) {
         const fromFlag = argv.some((a) => a.startsWith('--ambient-enabled'));
-        throw new ConfigError(fromFlag ? '--ambient-enabled' : 'AMBIENT_ENABLED', 'false', 'this agent runs ambient mode only (the sidecar-mode installer is not built yet); set it to true');
+        throw new ConfigError(fromFlag ? '--ambient-enabled' : 'AMBIENT_ENABLED', 'false', 'podwire agent runs ambient mode (with sidecar pods handled by its plugin); a sidecar-only agent is not supported: set it to true');
       }
     } catch (err) {
       if (err instanceof ConfigError) throw new UsageError(err.message, { showUsage: false });

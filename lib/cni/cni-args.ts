@@ -12,10 +12,10 @@ export interface K8sArgs {
 export function parseCniArgs(raw: string | undefined): K8sArgs {
   const out: K8sArgs = { podName: '', podNamespace: '', podUid: '', infraContainerId: '' };
   if (!raw) return out;
+  // Like libcni's LoadArgs (and the shim): every `;`-separated part must be KEY=VALUE, empty ones too.
   for (const pair of raw.split(';')) {
-    if (pair === '') continue;
     const eq = pair.indexOf('=');
-    if (eq <= 0) throw new CniError(CNI_CODES.INVALID_ENV, `CNI_ARGS: ${JSON.stringify(pair)} is not KEY=VALUE`);
+    if (eq < 0) throw new CniError(CNI_CODES.INVALID_ENV, `CNI_ARGS: ${JSON.stringify(pair)} is not KEY=VALUE`);
     const key = pair.slice(0, eq);
     const value = pair.slice(eq + 1);
     if (key === 'K8S_POD_NAME') out.podName = value;

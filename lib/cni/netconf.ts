@@ -49,7 +49,7 @@ export function parseNetConf(text: string): PluginConf {
   } catch (err) {
     throw new CniError(CNI_CODES.DECODE, `network configuration is not JSON: ${(err as Error).message}`);
   }
-  if (!isObj(doc)) throw new CniError(CNI_CODES.DECODE, 'network configuration must be a JSON object');
+  if (!isObj(doc)) throw new CniError(CNI_CODES.INVALID_CONFIG, 'network configuration must be a JSON object');
   const cniVersion = checkVersion(doc.cniVersion);
   const excl = doc.exclude_namespaces;
   if (excl !== undefined && excl !== null && !(Array.isArray(excl) && excl.every((n) => typeof n === 'string'))) throw invalid('exclude_namespaces', 'must be a list of strings');

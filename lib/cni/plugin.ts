@@ -148,6 +148,8 @@ export class CniPlugin {
 
   // DEL tolerates an empty CNI_NETNS (ctr sends one) and a pod that was never enrolled.
   private async del(inv: Invocation, args: K8sArgs): Promise<CniReply> {
+    // Before the snapshot is restored the pod may not be known yet: 503, the shim retries (or queues it).
+    if (!this.deps.ready()) throw new AgentNotReadyError('the node agent is starting (informers not synced yet)');
     const att = this.attachments.get(inv.containerId);
     const entry = this.enrolledPod(inv, args);
     // Only the sandbox that was enrolled is taken out: a DEL for an older or failed sandbox of the same pod must not.
@@ -176,8 +178,10 @@ export class CniPlugin {
     return { exitCode: 0, stdout: '' };
   }
 
-  // GC (CNI 1.1): every attachment the runtime no longer holds is released.
+  // GC (CNI 1.1): every attachment the runtime no longer holds is released. Without the list the
+  // runtime said nothing about what it holds: nothing is released.
   private async gc(conf: PluginConf): Promise<CniReply> {
+    if (!conf.validAttachments) return { exitCode: 0, stdout: '' };
     const valid = new Set((conf.validAttachments ?? []).map((a) => `${a.containerID}/${a.ifname}`));
     for (const att of [...this.attachments.values()]) {
       if (valid.has(`${att.containerId}/${att.ifname}`)) continue;

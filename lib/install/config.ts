@@ -105,6 +105,9 @@ function portText(raw: string): string {
   return raw;
 }
 
+/** podwire-cni's upper bound for agent_wait_ms / agent_timeout_ms (native/cni-shim/shim_logic.h kMaxConfigMs). */
+const PLUGIN_MAX_MS = 3_600_000;
+
 function duration(min: number) {
   return (raw: string): number => {
     let ms: number;
@@ -115,6 +118,7 @@ function duration(min: number) {
     }
     if (ms < min) throw new Bad(min === 0 ? 'must not be negative' : 'must be positive');
     if (!Number.isInteger(ms)) throw new Bad('must be a whole number of milliseconds');
+    if (ms > PLUGIN_MAX_MS) throw new Bad('must be at most 1h (podwire-cni refuses longer waits)');
     return ms;
   };
 }

@@ -836,7 +836,7 @@ FallbackDecision DecideUnreachable(Command cmd, const Config& cfg, const CniArgs
       } else {
         d.stdout_text = "{\"cniVersion\":";
         AppendJsonString(&d.stdout_text, ConfigCniVersion(&cfg));
-        d.stdout_text += '}';
+        d.stdout_text += ",\"dns\":{}}";  // what the agent prints without a prevResult
       }
       d.note = msg + " (" + std::string(why) + "); ADD passed through: " + reason;
       return d;

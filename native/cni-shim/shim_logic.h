@@ -41,7 +41,7 @@ inline constexpr std::string_view kSocketName = "pluginevent.sock";
 inline constexpr std::string_view kDelQueueDirName = "cni-del-queue";
 inline constexpr std::string_view kFallbackCniVersion = "1.1.0";
 inline constexpr std::string_view kVersionReply =
-    R"({"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]})";
+    R"({"cniVersion":"1.1.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]})";
 
 // ---------------------------------------------------------------- JSON text
 

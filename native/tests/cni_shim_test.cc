@@ -618,9 +618,9 @@ TEST(UnreachableDecisionTable) {
   // No prevResult: {"cniVersion":"<config's>"}; no cniVersion either: the shim's newest.
   Config bare;
   CHECK(ParseConfig(R"({"cniVersion":"1.0.0","exclude_namespaces":["kube-system"]})", &bare, &ce));
-  CHECK_EQ(DecideUnreachable(Command::kAdd, bare, &excluded, sock, "x").stdout_text, std::string(R"({"cniVersion":"1.0.0"})"));
+  CHECK_EQ(DecideUnreachable(Command::kAdd, bare, &excluded, sock, "x").stdout_text, std::string(R"({"cniVersion":"1.0.0","dns":{}})"));
   CHECK(ParseConfig(R"({"exclude_namespaces":["kube-system"]})", &bare, &ce));
-  CHECK_EQ(DecideUnreachable(Command::kAdd, bare, &excluded, sock, "x").stdout_text, std::string(R"({"cniVersion":"1.1.0"})"));
+  CHECK_EQ(DecideUnreachable(Command::kAdd, bare, &excluded, sock, "x").stdout_text, std::string(R"({"cniVersion":"1.1.0","dns":{}})"));
   CHECK(DecideUnreachable(Command::kAdd, bare, &meshed, sock, "x").stdout_text.rfind(R"({"cniVersion":"1.1.0","code":11,)", 0) == 0);
 }
 

@@ -46,7 +46,7 @@ describe('network configuration', () => {
   });
   it('refuses what it cannot read, with the CNI code', () => {
     expect(code(() => parseNetConf('not json'))).toBe(6);
-    expect(code(() => parseNetConf('[]'))).toBe(6);
+    expect(code(() => parseNetConf('[]'))).toBe(7);
     expect(code(() => parseNetConf('{}'))).toBe(7);
     expect(code(() => parseNetConf('{"cniVersion":"0.2.0"}'))).toBe(1);
     expect(code(() => parseNetConf('{"cniVersion":"1.0.0","ambient_enabled":"yes"}'))).toBe(7);
@@ -82,6 +82,7 @@ describe('CNI_ARGS and the shim request', () => {
       .toEqual({ podName: 'web2', podNamespace: 'prod', podUid: 'u1', infraContainerId: 'abc' });
     expect(parseCniArgs('')).toEqual({ podName: '', podNamespace: '', podUid: '', infraContainerId: '' });
     expect(code(() => parseCniArgs('K8S_POD_NAME'))).toBe(4);
+    expect(code(() => parseCniArgs('K8S_POD_NAME=a;'))).toBe(4);  // libcni refuses an empty pair too
   });
   it('checks the environment each command needs', () => {
     const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: '/var/run/netns/x', CNI_IFNAME: 'eth0' };

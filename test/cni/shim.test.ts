@@ -15,7 +15,7 @@ import { startCniEndpoint, type CniEndpoint } from '../../lib/ambient/cni-endpoi
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SHIM = join(ROOT, 'build', 'Release', 'podwire-cni');
-const VERSION_REPLY = '{"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}';
+const VERSION_REPLY = '{"cniVersion":"1.1.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}';
 const MiB = 1 << 20;
 
 interface ShimRun { code: number | null; signal: string | null; stdout: string; stderr: string; ms: number }
@@ -296,7 +296,7 @@ describe.skipIf(!linux)('podwire-cni', () => {
       const own = await runShim(cniEnv('ADD', { CNI_ARGS: 'K8S_POD_NAMESPACE=istio-system;K8S_POD_NAME=istio-cni-node-x7k2p' }), stdin);
       expect(own).toMatchObject({ code: 0, stdout: prev });
       const plain = await runShim(cniEnv('ADD', { CNI_ARGS: '' }), conf(run));
-      expect(plain).toMatchObject({ code: 0, stdout: '{"cniVersion":"1.0.0"}' });
+      expect(plain).toMatchObject({ code: 0, stdout: '{"cniVersion":"1.0.0","dns":{}}' });
     });
 
     it('fails every other ADD with code 11 naming the socket, after agent_wait_ms', async () => {

@@ -69,6 +69,7 @@ describe('values', () => {
     expect(parseInstallConfig({ PLUGIN_AGENT_WAIT: '0' }).entry.agentWaitMs).toBe(0);
     expect(configError(() => parseInstallConfig({ PLUGIN_AGENT_TIMEOUT: '0s' })).setting).toBe('PLUGIN_AGENT_TIMEOUT');
     expect(configError(() => parseInstallConfig({ PLUGIN_AGENT_WAIT: '5' })).message).toContain('unit is required');
+    expect(configError(() => parseInstallConfig({ PLUGIN_AGENT_TIMEOUT: '2h' })).message).toContain('at most 1h');  // podwire-cni would refuse it on every pod
   });
 
   it('the kubeconfig option needs the service host and port, said at start', () => {
