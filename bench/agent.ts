@@ -1,0 +1,754 @@
+// The node agent end to end (lib/agent/agent.ts), against a control plane of
+// its own (real kube-apiserver + etcd), on simulated nodes in `pwt-bench-`
+// network namespaces, with a ztunnel-like peer (lib/zds/peer.ts, protocol
+// only) in this process. The agent runs in a child process of its own, so
+// its RSS is the agent's alone and each restart is a fresh process, as on a
+// node. Nothing is created in the machine's own network namespace.
+//
+// Measured in one run (nftables backend, dual stack, N pods, default 1,000):
+//   1. Restart to ready with N enrolled pods: an agent enrolls every pod
+//      (namespace labels), stops without cleanup (the upgrade path: host rules
+//      and sets stay), then a NEW agent process starts on the same node and
+//      Agent.start() is timed until ready (RUNS restarts). Checked: every pod's
+//      `nft -a list ruleset` (handles included) is byte-identical before and
+//      after, and the startup snapshot reports repaired = 0.
+//   2. The agent's RSS (after gc, and its peak VmHWM) at 0 and N enrolled pods.
+//   3. Namespace label → all pods annotated `enabled` (a watch sees the last
+//      one): first a namespace of 100 pods, then one with the other N-100.
+//   4. The drift check (DriftCheck.runOnce) over N pods: no drift, and with a
+//      few pods' rulesets flushed (found and repaired in the same round).
+// Istio's way, in the same run, on a second node built the same way: the
+// same controller and pipeline (same single-worker queue, annotation patches,
+// ZDS adds, proc scan) with the in-pod rules programmed as upstream does
+// (bench/lib/istio-style.ts: netlink routing, then `iptables-save` +
+// `iptables-restore --noflush` per family exec'd in the pod) and the ipset
+// probe set; its startup runs CreateInpodRules per pod the way upstream does
+// with AMBIENT_RECONCILE_POD_RULES_ON_STARTUP when nothing drifted: routing
+// via netlink and the `iptables-save` state check per family (no restore:
+// upstream's executeCommands applies only on a delta), RECONCILE_CONCURRENCY
+// pods at once as in bench/reconcile.ts (upstream loops one pod at a time).
+//
+//   npm run bench:agent -- [--pods 1000] [--runs 3] [--label-pods 100] [--flush 5] [--node-flags='...']
+//   (--node-flags: extra Node/V8 flags for the agent processes, e.g. --max-semi-space-size=1)
+//   (or: npm run bench -- agent [--pods N] ...)
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { PatchStrategy, type V1Pod } from '@kubernetes/client-node';
+import { AmbientController } from '../lib/ambient/controller.js';
+import { scanPodNetns } from '../lib/ambient/proc-scan.js';
+import { Agent } from '../lib/agent/agent.js';
+import { parseAgentConfig, selectionPolicy, type AgentConfig } from '../lib/agent/config.js';
+import type { DriftRound } from '../lib/agent/drift-check.js';
+import { createLogging, type Logging } from '../lib/agent/log.js';
+import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from '../lib/agent/snapshot.js';
+import { Dataplane } from '../lib/dataplane/dataplane.js';
+import { IpsetProbeSet } from '../lib/dataplane/probe-set-ipset.js';
+import { ZdsZtunnel } from '../lib/dataplane/ztunnel-zds.js';
+import { buildNode, type DemoNode, type DemoPod } from '../lib/demo/topology.js';
+import { KubeClient } from '../lib/kube/client.js';
+import { loadKubeconfig } from '../lib/kube/config.js';
+import type { Informer } from '../lib/kube/informer.js';
+import { patchPodStatus } from '../lib/kube/pods.js';
+import { podInformer } from '../lib/kube/resources.js';
+import { REDIRECTION_ANNOTATION } from '../lib/mesh/constants.js';
+import { Netns } from '../lib/net/netns/netns.js';
+import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
+import { inpodRules } from '../lib/redirect/inpod.js';
+import { mapLimit } from '../lib/util/limit.js';
+import { IstioStyleRules } from './lib/istio-style.js';
+import { writeResults, type Series } from './lib/report.js';
+
+const mb = (b: number) => Math.round(b / 1e5) / 10;
+const ms1 = (x: number) => Math.round(x * 10) / 10;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---- the agent process (child) ------------------------------------------------
+
+interface ChildSpec {
+  mode: 'podwire' | 'istio';
+  env: Record<string, string>;
+  kubeconfig: string;
+}
+
+interface SnapshotSummary {
+  pods: number;
+  repaired: number;
+  failed: number;
+  pruned: number;
+  probeEntries: number;
+  complete: boolean;
+  scanMissing: number;
+  durationMs: number;
+}
+
+interface ReadyMsg {
+  type: 'ready';
+  /** Agent.start() (or the Istio-style start) until ready, ms. */
+  startMs: number;
+  /** ms after start() began: informers synced, snapshot restored. */
+  marks: Record<string, number>;
+  /** ms since the process started (Node boot + imports + start). */
+  uptimeMs: number;
+  snapshot: SnapshotSummary | undefined;
+  enrolled: number;
+}
+
+interface MemSample {
+  rssMb: number;
+  peakRssMb: number;
+  /** RSS backed by files (the node binary's text, shared libraries, the addon). */
+  rssFileMb: number;
+  /** Anonymous RSS: the V8 heap (heapTotal), malloc's brk heap, thread arenas and stacks. */
+  rssAnonMb: number;
+  heapUsedMb: number;
+  heapTotalMb: number;
+  /** The `[heap]` mapping (malloc's main arena: native allocations of the JS thread). */
+  mallocHeapMb: number;
+  /** Anonymous RSS that is neither the V8 heap nor `[heap]`: malloc's thread arenas (native job threads), stacks, V8 code. */
+  otherAnonMb: number;
+  externalMb: number;
+  threads: number;
+  gc: boolean;
+}
+
+interface RunningAgent {
+  startMs: number;
+  marks: Record<string, number>;
+  snapshot: SnapshotRestore | undefined;
+  enrolled(): number;
+  /** Every cached pod acknowledged by the connected ztunnel. */
+  zdsKnowsAll(): boolean;
+  drift(): Promise<DriftRound | undefined>;
+  /** Istio-style only: mean ms per rules apply / verify. */
+  stats(): Record<string, unknown>;
+  stop(cleanup: boolean): Promise<void>;
+}
+
+/** Upstream's CreateInpodRules when nothing drifted: routing via netlink, then the `iptables-save` check per family. */
+class IstioStartupRules extends IstioStyleRules {
+  private readonly routing = inpodRules({ ipv6: true, dnsCapture: true });
+  /** Where the Istio-style time goes (ms summed over calls). */
+  readonly stats = { apply: { n: 0, ms: 0 }, verify: { n: 0, ms: 0 } };
+  override async apply(ns: Netns): Promise<void> {
+    const t0 = performance.now();
+    try {
+      await super.apply(ns);
+    } finally {
+      this.stats.apply.n++;
+      this.stats.apply.ms += performance.now() - t0;
+    }
+  }
+  override async verify(ns: Netns): Promise<{ ok: boolean; drift: string[] }> {
+    const t0 = performance.now();
+    try {
+      await applyRouting(ns, await diffRouting(ns, this.routing));
+      return await super.verify(ns);
+    } finally {
+      this.stats.verify.n++;
+      this.stats.verify.ms += performance.now() - t0;
+    }
+  }
+}
+
+function memSample(): MemSample {
+  global.gc?.();
+  global.gc?.();
+  const m = process.memoryUsage();
+  const status = readFileSync('/proc/self/status', 'utf8');
+  const field = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+  const kb = (k: string) => field(k) * 1024;
+  const smaps = readFileSync('/proc/self/smaps', 'utf8');
+  const heapAt = smaps.search(/ \[heap\]\n/);
+  const mallocHeap = heapAt < 0 ? 0 : Number(/\nRss:\s+(\d+) kB/.exec(smaps.slice(heapAt))?.[1] ?? 0) * 1024;
+  return {
+    rssMb: mb(m.rss), peakRssMb: mb(kb('VmHWM')), rssFileMb: mb(kb('RssFile')), rssAnonMb: mb(kb('RssAnon')),
+    heapUsedMb: mb(m.heapUsed), heapTotalMb: mb(m.heapTotal), mallocHeapMb: mb(mallocHeap),
+    otherAnonMb: mb(kb('RssAnon') - m.heapTotal - mallocHeap), externalMb: mb(m.external),
+    threads: field('Threads'), gc: typeof global.gc === 'function',
+  };
+}
+
+async function podwireAgent(config: AgentConfig, client: KubeClient, logging: Logging): Promise<RunningAgent> {
+  const agent = new Agent({ config, client, logging, hostRuleRetryMs: 100 });
+  const marks: Record<string, number> = {};
+  const t0 = performance.now();
+  const set = agent.readiness.set.bind(agent.readiness);
+  agent.readiness.set = (c, v = true) => {
+    if (v) marks[c] = ms1(performance.now() - t0);
+    set(c, v);
+  };
+  await agent.start();
+  const startMs = performance.now() - t0;
+  return {
+    startMs, marks, snapshot: agent.snapshot,
+    enrolled: () => agent.enrolledCount(),
+    zdsKnowsAll: () => agent.node!.dataplane.snapshot().every((e) => agent.node!.zds!.knows(e.pod.uid)),
+    drift: () => agent.drift!.runOnce(),
+    stats: () => ({}),
+    stop: async (cleanup) => {
+      await agent.stop({ cleanup });
+      client.close();
+    },
+  };
+}
+
+/** The same controller and pipeline with Istio's rule programming and ipset probe set (no health/metrics/CNI servers). */
+async function istioAgent(config: AgentConfig, client: KubeClient, logging: Logging): Promise<RunningAgent> {
+  const log = logging.scope('cni-agent');
+  const marks: Record<string, number> = {};
+  const t0 = performance.now();
+  const host = Netns.open(`${config.hostProcRoot}/1/ns/net`);
+  let dp: Dataplane | undefined;
+  const zds = new ZdsZtunnel({ path: config.ztunnelUdsAddress }, () => dp?.snapshot() ?? []);
+  const rules = new IstioStartupRules();
+  const dataplane = new Dataplane({ rules, ztunnel: zds, probes: new IpsetProbeSet(await host.netlink(), true) });
+  dp = dataplane;
+  await dataplane.start();
+  const controller = new AmbientController({
+    client, nodeName: config.nodeName, policy: selectionPolicy(config),
+    dataplane: {
+      enroll: (p, o) => dataplane.enroll(p, o),
+      unenroll: (p, o) => dataplane.unenroll(p, o),
+      enrolled: (uid) => {
+        const e = dataplane.cache.get(uid);
+        return e && !e.leaving && e.netns && !e.netns.released ? e.pod : undefined;
+      },
+    },
+    resolveNetns: (pod: V1Pod) => scanPodNetns([pod.metadata!.uid!], { procRoot: config.hostProcRoot }).found.get(pod.metadata!.uid!)?.path,
+    log: (level, message) => { if (level !== 'info') log[level](message); },
+  });
+  await controller.sync();
+  marks.informersSynced = ms1(performance.now() - t0);
+  const pods = activeAmbientPods(controller.pods.list(), config.systemNamespace);
+  const snapshot = await restoreSnapshot({ pods, dataplane, procRoot: config.hostProcRoot, reconcileRules: true });
+  marks.snapshotReconciled = ms1(performance.now() - t0);
+  zds.listen();
+  controller.run();
+  const startMs = performance.now() - t0;
+  return {
+    startMs, marks, snapshot,
+    enrolled: () => dataplane.snapshot().filter((e) => e.netns && !e.netns.released).length,
+    zdsKnowsAll: () => dataplane.snapshot().every((e) => zds.knows(e.pod.uid)),
+    drift: () => Promise.resolve(undefined),
+    stats: () => Object.fromEntries(Object.entries(rules.stats).map(([k, v]) => [k, { calls: v.n, meanMs: v.n ? Math.round((v.ms / v.n) * 100) / 100 : 0 }])),
+    stop: async () => {
+      await controller.stop({ timeoutMs: 5000 });
+      await dataplane.close();
+      await zds.close();
+      host.close();
+      client.close();
+    },
+  };
+}
+
+async function child(spec: ChildSpec): Promise<void> {
+  const send = (m: unknown) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
+  let lines = 0;
+  // Warnings and errors reach the bench's stderr (the first 20); info is off, as a quiet node would run.
+  const logging = createLogging({ levels: { default: 'warn' }, json: true, sink: { write: (l: string) => { if (lines++ < 20) process.stderr.write(`[agent ${process.pid}] ${l}`); return true; } } });
+  let agent: RunningAgent;
+  try {
+    const config = parseAgentConfig(spec.env, []);
+    const client = new KubeClient(loadKubeconfig(spec.kubeconfig), { requestTimeoutMs: 30_000 });
+    agent = await (spec.mode === 'podwire' ? podwireAgent : istioAgent)(config, client, logging);
+  } catch (err) {
+    await send({ type: 'error', error: (err as Error).stack ?? String(err) });
+    process.exit(1);
+  }
+  const readyAt = performance.now();
+  const s = agent.snapshot;
+  const ready: ReadyMsg = {
+    type: 'ready', startMs: agent.startMs, marks: agent.marks, uptimeMs: Math.round(readyAt), enrolled: agent.enrolled(),
+    snapshot: s && {
+      pods: s.report.pods, repaired: s.report.repaired.length, failed: s.report.failed.length, pruned: s.report.pruned.length,
+      probeEntries: s.report.probeEntries, complete: s.report.complete, scanMissing: s.scan.missing.length, durationMs: s.durationMs,
+    },
+  };
+  const handlers: Record<string, (arg: unknown) => Promise<unknown> | unknown> = {
+    mem: () => memSample(),
+    stats: () => agent.stats(),
+    enrolled: () => agent.enrolled(),
+    /** ms from ready until ztunnel acknowledged every cached pod (the ZDS snapshot after a restart). */
+    zds: async () => {
+      for (const end = Date.now() + 120_000; Date.now() < end; await sleep(5)) if (agent.zdsKnowsAll()) return ms1(performance.now() - readyAt);
+      throw new Error('ztunnel did not acknowledge every pod within 120 s');
+    },
+    drift: async () => {
+      const r = await agent.drift();
+      if (!r) throw new Error('drift round failed');
+      return { checked: r.checked, durationMs: r.durationMs, drifted: r.drifted.length, repaired: r.drifted.filter((d) => d.failed.length === 0).length, parts: [...new Set(r.drifted.flatMap((d) => d.repaired))] };
+    },
+    stop: async (cleanup) => {
+      await agent.stop(cleanup === true);
+      return true;
+    },
+  };
+  process.on('message', (m: { id: number; cmd: string; arg?: unknown }) => {
+    void (async () => {
+      try {
+        const value = await handlers[m.cmd]!(m.arg);
+        await send({ type: 'reply', id: m.id, ok: true, value });
+        if (m.cmd === 'stop') process.exit(0);
+      } catch (err) {
+        await send({ type: 'reply', id: m.id, ok: false, error: (err as Error).stack ?? String(err) });
+      }
+    })();
+  });
+  await send(ready);
+}
+
+/** The parent's handle on an agent child. */
+class AgentProc {
+  private seq = 0;
+  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
+  private readonly exited: Promise<number | null>;
+
+  private constructor(readonly proc: ChildProcess, readonly ready: ReadyMsg, readonly spawnToReadyMs: number, exited: Promise<number | null>) {
+    this.exited = exited;
+    proc.on('message', (m: { type: string; id: number; ok: boolean; value: unknown; error: string }) => {
+      if (m.type !== 'reply') return;
+      const p = this.pending.get(m.id);
+      this.pending.delete(m.id);
+      if (m.ok) p?.resolve(m.value);
+      else p?.reject(new Error(`agent child: ${m.error}`));
+    });
+    void exited.then((code) => {
+      for (const p of this.pending.values()) p.reject(new Error(`agent child exited (${code})`));
+      this.pending.clear();
+    });
+  }
+
+  static async start(spec: ChildSpec, children: Set<ChildProcess>, nodeFlags: string[]): Promise<AgentProc> {
+    const t0 = performance.now();
+    const proc = fork(fileURLToPath(import.meta.url), ['--child', JSON.stringify(spec)], { execArgv: ['--expose-gc', ...nodeFlags], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    children.add(proc);
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => { children.delete(proc); resolve(code); }));
+    const ready = await new Promise<ReadyMsg>((resolve, reject) => {
+      proc.on('message', function first(m: { type: string; error?: string }) {
+        if (m.type === 'ready') { proc.off('message', first); resolve(m as ReadyMsg); }
+        if (m.type === 'error') reject(new Error(`agent child failed to start: ${m.error}`));
+      });
+      void exited.then((code) => reject(new Error(`agent child exited (${code}) before ready`)));
+    });
+    return new AgentProc(proc, ready, performance.now() - t0, exited);
+  }
+
+  call<T>(cmd: string, arg?: unknown): Promise<T> {
+    const id = ++this.seq;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.proc.send({ id, cmd, arg });
+    });
+  }
+
+  async stop(cleanup: boolean): Promise<void> {
+    await this.call('stop', cleanup);
+    const code = await this.exited;
+    if (code !== 0) throw new Error(`agent child exited ${code}`);
+  }
+}
+
+// ---- the simulated node (parent) ------------------------------------------------
+
+async function freePort(): Promise<number> {
+  const s: Server = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+interface BenchPod extends DemoPod {
+  namespace: string;
+  k8sUid: string;
+}
+
+/**
+ * A node as test/helpers/agent-node.ts builds it, for N pods at once: the
+ * demo topology's node and pod netns, each pod a Pod object bound to the
+ * node and made Running with its IPs (pods/status), and a proc root mapping
+ * each pod UID (cgroup path) to its netns, `1/ns/net` → the node netns.
+ */
+class BenchNode {
+  readonly name: string;
+  readonly dir: string;
+  readonly procRoot: string;
+  readonly zdsPath: string;
+  pods: BenchPod[] = [];
+  demo: DemoNode | undefined;
+
+  constructor(readonly side: string, root: string, readonly admin: KubeClient) {
+    this.name = `pwt-bench-${process.pid}-${side}`;
+    this.dir = join(root, side);
+    this.procRoot = join(this.dir, 'proc');
+    this.zdsPath = join(this.dir, 'zds', 'ztunnel.sock');
+  }
+
+  /** Builds the netns and the Pod objects; `groups` is [namespace, pod count] in pod order. */
+  async build(groups: Array<[string, number]>): Promise<void> {
+    const total = groups.reduce((a, [, n]) => a + n, 0);
+    const prefix = `${this.name}-`;
+    this.demo = await buildNode({ prefix, pods: total, concurrency: 8 });
+    mkdirSync(join(this.procRoot, '1', 'ns'), { recursive: true });
+    symlinkSync(`/run/netns/${prefix}node`, join(this.procRoot, '1', 'ns', 'net'));
+    writeFileSync(join(this.procRoot, '1', 'cgroup'), '0::/init.scope\n');
+    writeFileSync(join(this.procRoot, '1', 'stat'), '1 (systemd) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n');
+    for (const [ns] of groups) await this.admin.core.createNamespace({ body: { metadata: { name: ns } } });
+    const nsOf = (i: number) => {
+      let k = i;
+      for (const [ns, n] of groups) { if (k < n) return ns; k -= n; }
+      throw new Error('pod index out of range');
+    };
+    this.pods = await mapLimit(this.demo.pods, 16, async (p, i) => {
+      const namespace = nsOf(i);
+      await this.admin.core.createNamespacedPod({ namespace, body: {
+        metadata: { name: p.name, labels: { app: p.name } },
+        spec: { nodeName: this.name, containers: [{ name: 'app', image: 'registry.invalid/app:1' }], terminationGracePeriodSeconds: 0 },
+      } });
+      const o = await patchPodStatus(this.admin, { namespace, name: p.name }, { status: { phase: 'Running', podIP: p.ip4, podIPs: [{ ip: p.ip4 }, { ip: p.ip6 }] } });
+      const uid = o.metadata!.uid!;
+      const pid = 1000 + i;
+      const dir = join(this.procRoot, String(pid));
+      mkdirSync(join(dir, 'ns'), { recursive: true });
+      symlinkSync(p.netnsPath, join(dir, 'ns', 'net'));
+      writeFileSync(join(dir, 'cgroup'), `0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod${uid.replace(/-/g, '_')}.slice/cri-containerd-${'ab'.repeat(32)}.scope\n`);
+      writeFileSync(join(dir, 'stat'), `${pid} (pause) S 1 ${pid} ${pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 ${1000 + pid} 0 0\n`);
+      return { ...p, namespace, k8sUid: uid };
+    });
+  }
+
+  /** The agent's environment for this node (as AgentTestNode.env(), every port and path its own). */
+  async env(extra: Record<string, string> = {}): Promise<Record<string, string>> {
+    return {
+      NODE_NAME: this.name,
+      AMBIENT_ENABLED: 'true',
+      POD_NAMESPACE: 'istio-system',
+      ALLOW_SWITCH_TO_HOST_NS: 'true',
+      HOST_PROC_ROOT: this.procRoot,
+      HOST_MOUNTS_ROOT: '/',
+      CNI_AGENT_RUN_DIR: join(this.dir, 'run'),
+      ZTUNNEL_UDS_ADDRESS: this.zdsPath,
+      AGENT_LISTEN_ADDRESS: '127.0.0.1',
+      HEALTH_PORT: String(await freePort()),
+      MONITORING_PORT: String(await freePort()),
+      NATIVE_NFTABLES: 'true',
+      AMBIENT_RECONCILE_POD_RULES_ON_STARTUP: 'true',
+      // Rounds are run on demand (runOnce); the periodic one must not fire during the measurements.
+      AMBIENT_DRIFT_CHECK_INTERVAL: '1h',
+      ...extra,
+    };
+  }
+
+  async teardown(): Promise<void> {
+    const namespaces = [...new Set(this.pods.map((p) => p.namespace))];
+    for (const ns of namespaces) await this.admin.core.deleteCollectionNamespacedPod({ namespace: ns, gracePeriodSeconds: 0 }).catch(() => undefined);
+    await this.demo?.teardown();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** When each pod of a node was first seen annotated `enabled` (a watch of the node's pods). */
+class EnabledWatch {
+  readonly at = new Map<string, number>();
+  private readonly informer: Informer<V1Pod>;
+
+  constructor(admin: KubeClient, nodeName: string) {
+    this.informer = podInformer(admin, { nodeName });
+    const seen = (p: V1Pod) => {
+      const uid = p.metadata?.uid;
+      if (uid && p.metadata?.annotations?.[REDIRECTION_ANNOTATION] === 'enabled' && !this.at.has(uid)) this.at.set(uid, performance.now());
+    };
+    this.informer.on('add', seen);
+    this.informer.on('update', seen);
+  }
+
+  async start(): Promise<void> {
+    await this.informer.start().synced;
+  }
+
+  /** Waits until every uid was seen enabled; returns the time the last one was seen. */
+  async all(uids: string[], timeoutMs: number): Promise<number> {
+    for (const end = Date.now() + timeoutMs; ; await sleep(5)) {
+      if (uids.every((u) => this.at.has(u))) return Math.max(...uids.map((u) => this.at.get(u)!));
+      if (Date.now() > end) throw new Error(`${uids.filter((u) => !this.at.has(u)).length} of ${uids.length} pods not enabled within ${timeoutMs} ms`);
+    }
+  }
+
+  stop(): Promise<void> {
+    return this.informer.stop();
+  }
+}
+
+async function labelNamespace(admin: KubeClient, name: string): Promise<void> {
+  await admin.call({ verb: 'patch', resource: 'namespaces', name },
+    (o) => admin.core.patchNamespace({ name, body: { metadata: { labels: { 'istio.io/dataplane-mode': 'ambient' } } } }, o),
+    { contentType: PatchStrategy.MergePatch });
+}
+
+/** Each pod's `nft -a list ruleset` (rule handles included). */
+function rulesets(pods: DemoPod[]): Promise<string[]> {
+  return mapLimit(pods, 8, async (p) => {
+    const ns = Netns.open(p.netnsPath);
+    try {
+      const r = await ns.spawn(['nft', '-a', 'list', 'ruleset'], { timeoutMs: 30_000 });
+      if (r.code !== 0) throw new Error(`nft list ruleset in ${p.netnsName}: ${r.stderr}`);
+      return r.stdout;
+    } finally {
+      ns.close();
+    }
+  });
+}
+
+async function flushRuleset(p: DemoPod): Promise<void> {
+  const ns = Netns.open(p.netnsPath);
+  try {
+    const r = await ns.spawn(['nft', 'flush', 'ruleset'], { timeoutMs: 30_000 });
+    if (r.code !== 0) throw new Error(`nft flush ruleset in ${p.netnsName}: ${r.stderr}`);
+  } finally {
+    ns.close();
+  }
+}
+
+/** Waits until the CPUs are idle again (namespace teardown runs on in kernel workers), at most 30 s. */
+async function settle(): Promise<void> {
+  const busy = () => {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return { idle: f[3]! + f[4]!, total: f.reduce((a, b) => a + b, 0) };
+  };
+  for (let i = 0; i < 150; i++) {
+    const a = busy();
+    await sleep(200);
+    const b = busy();
+    if ((b.idle - a.idle) / Math.max(1, b.total - a.total) > 0.95) return;
+  }
+}
+
+/** The same median as report.ts (the lower one of an even count). */
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(xs.length / 2) - 1)]!;
+
+interface SideResult {
+  label: { first: { pods: number; ms: number }; rest?: { pods: number; ms: number } };
+  restarts: Array<{ startMs: number; spawnToReadyMs: number; marks: Record<string, number>; snapshot: SnapshotSummary; zdsMs: number; mem?: MemSample }>;
+  memIdle?: MemSample;
+  memEnrolled?: MemSample;
+  rulesUnchanged?: { same: number; of: number };
+  drift?: { clean: Array<{ checked: number; durationMs: number; drifted: number }>; flushed: Array<{ checked: number; durationMs: number; drifted: number; repaired: number; parts: string[] }>; after: { drifted: number } };
+  buildS: number;
+  /** Istio-style: mean ms per rules apply and verify, [first agent (enrollment), last agent (startup)]. */
+  istioRules?: Record<string, unknown>[];
+  /** One proc scan for one pod's UID over this node's proc root (what the informer path runs per pod), ms. */
+  procScanMs?: number;
+}
+
+/** One side: build the node, enroll by labels, restart RUNS times; podwire also measures memory, rules and drift. */
+async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: KubeClient; kubeconfig: string; pods: number; labelPods: number; runs: number; flush: number; nodeFlags: string[]; children: Set<ChildProcess> }): Promise<SideResult> {
+  const { ZtunnelPeer } = await import('../lib/zds/peer.js');
+  const tag = mode === 'podwire' ? 'a' : 'b';
+  const node = new BenchNode(tag, opts.root, opts.admin);
+  const first = `${node.name}-ns1`;
+  const rest = `${node.name}-ns2`;
+  const restCount = opts.pods - opts.labelPods;
+  let watch: EnabledWatch | undefined;
+  let peer: InstanceType<typeof ZtunnelPeer> | undefined;
+  let agent: AgentProc | undefined;
+  const log = (m: string) => console.log(`[${mode}] ${m}`);
+  try {
+    const b0 = performance.now();
+    await node.build(restCount > 0 ? [[first, opts.labelPods], [rest, restCount]] : [[first, opts.labelPods]]);
+    const buildS = (performance.now() - b0) / 1000;
+    log(`node with ${opts.pods} pods built in ${buildS.toFixed(1)} s`);
+    watch = new EnabledWatch(opts.admin, node.name);
+    await watch.start();
+    peer = new ZtunnelPeer({ path: node.zdsPath, listeners: false, backoffInitialMs: 20, backoffMaxMs: 100, maxLogEntries: 0, maxCaptures: 0 }).start();
+    const spec = async (): Promise<ChildSpec> => ({ mode, env: await node.env(), kubeconfig: opts.kubeconfig });
+    const out: SideResult = { label: { first: { pods: opts.labelPods, ms: 0 } }, restarts: [], buildS };
+    if (mode === 'podwire') {
+      const sample = node.pods.filter((_, i) => i % Math.max(1, Math.floor(opts.pods / 20)) === 0);
+      const s0 = performance.now();
+      for (const p of sample) if (!scanPodNetns([p.k8sUid], { procRoot: node.procRoot }).found.has(p.k8sUid)) throw new Error(`proc scan missed ${p.name}`);
+      out.procScanMs = Math.round(((performance.now() - s0) / sample.length) * 100) / 100;
+      log(`one proc scan over ${opts.pods + 1} pids: ${out.procScanMs} ms`);
+    }
+
+    await settle();
+    agent = await AgentProc.start(await spec(), opts.children, opts.nodeFlags);
+    log(`first agent ready in ${agent.ready.startMs.toFixed(0)} ms (no pods enrolled)`);
+    // Enrollment needs a ztunnel: label only once the peer has connected and taken the (empty) snapshot.
+    for (const end = Date.now() + 30_000; !peer.ready; await sleep(5)) {
+      if (Date.now() > end) throw new Error('the ztunnel peer did not connect to the agent within 30 s');
+    }
+    if (mode === 'podwire') out.memIdle = await agent.call<MemSample>('mem');
+    for (const [ns, count, key] of [[first, opts.labelPods, 'first'], [rest, restCount, 'rest']] as const) {
+      if (count === 0) continue;
+      const uids = node.pods.filter((p) => p.namespace === ns).map((p) => p.k8sUid);
+      const t0 = performance.now();
+      await labelNamespace(opts.admin, ns);
+      const last = await watch.all(uids, 180_000);
+      out.label[key] = { pods: count, ms: last - t0 };
+      log(`label → ${count} pods enabled: ${(last - t0).toFixed(0)} ms (${((last - t0) / count).toFixed(2)} ms per pod)`);
+    }
+    for (const end = Date.now() + 60_000; peer.active.size < opts.pods; await sleep(10)) {
+      if (Date.now() > end) throw new Error(`ztunnel peer holds ${peer.active.size} of ${opts.pods} pods`);
+    }
+    if (mode === 'podwire') out.memEnrolled = await agent.call<MemSample>('mem');
+    const before = mode === 'podwire' ? await rulesets(node.pods) : undefined;
+    if (mode === 'istio') out.istioRules = [await agent.call<Record<string, unknown>>('stats')];
+    await agent.stop(false);
+    agent = undefined;
+
+    for (let r = 0; r < opts.runs; r++) {
+      await settle();
+      agent = await AgentProc.start(await spec(), opts.children, opts.nodeFlags);
+      const zdsMs = await agent.call<number>('zds');
+      const snap = agent.ready.snapshot!;
+      if (snap.pods !== opts.pods || snap.failed > 0 || !snap.complete) throw new Error(`${mode}: startup snapshot incomplete: ${JSON.stringify(snap)}`);
+      const mem = mode === 'podwire' ? await agent.call<MemSample>('mem') : undefined;
+      out.restarts.push({ startMs: agent.ready.startMs, spawnToReadyMs: agent.spawnToReadyMs, marks: agent.ready.marks, snapshot: snap, zdsMs, ...(mem ? { mem } : {}) });
+      log(`restart ${r + 1}: ready in ${agent.ready.startMs.toFixed(0)} ms (spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(agent.ready.marks)}), snapshot ${snap.pods} pods, ${snap.repaired} repaired, ztunnel has all ${zdsMs} ms after ready`);
+      if (r < opts.runs - 1) {
+        await agent.stop(false);
+        agent = undefined;
+      }
+    }
+
+    if (mode === 'podwire') {
+      const after = await rulesets(node.pods);
+      const same = after.filter((t, i) => t === before![i] && t.includes('# handle')).length;
+      out.rulesUnchanged = { same, of: opts.pods };
+      log(`in-pod rulesets byte-identical (handles included) after ${opts.runs} restarts: ${same} of ${opts.pods}`);
+
+      const clean: Array<{ checked: number; durationMs: number; drifted: number }> = [];
+      for (let i = 0; i < 5; i++) clean.push(await agent!.call('drift'));
+      log(`drift check, no drift: ${clean.map((c) => c.durationMs.toFixed(0)).join(', ')} ms (${clean[0]!.checked} pods, ${clean.map((c) => c.drifted).join('/')} drifted)`);
+      const flushed: Array<{ checked: number; durationMs: number; drifted: number; repaired: number; parts: string[] }> = [];
+      const step = Math.max(1, Math.floor(opts.pods / (opts.flush * 3 + 1)));
+      for (let rep = 0; rep < 3; rep++) {
+        const victims = Array.from({ length: opts.flush }, (_, k) => node.pods[((rep * opts.flush + k) * step + 1) % opts.pods]!);
+        for (const v of victims) await flushRuleset(v);
+        flushed.push(await agent!.call('drift'));
+      }
+      log(`drift check, ${opts.flush} flushed: ${flushed.map((c) => `${c.durationMs.toFixed(0)} ms (${c.drifted} drifted, ${c.repaired} repaired: ${c.parts.join('+')})`).join(', ')}`);
+      const again: { drifted: number } = await agent!.call('drift');
+      out.drift = { clean, flushed, after: { drifted: again.drifted } };
+      await agent!.stop(true);
+    } else {
+      out.istioRules!.push(await agent!.call<Record<string, unknown>>('stats'));
+      await agent!.stop(false);
+    }
+    agent = undefined;
+    return out;
+  } finally {
+    if (agent) agent.proc.kill('SIGKILL');
+    await peer?.stop();
+    await watch?.stop();
+    await node.teardown();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' } },
+    strict: true,
+  });
+  const int = (k: string, v: string, min: number) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${k} must be an integer ≥ ${min}, got ${v}`);
+    return n;
+  };
+  const pods = int('pods', values.pods!, 1);
+  const runs = int('runs', values.runs!, 1);
+  const labelPods = Math.min(pods, int('label-pods', values['label-pods']!, 1));
+  const flush = Math.min(pods, int('flush', values.flush!, 1));
+  // Extra Node/V8 flags for the agent processes (e.g. --max-semi-space-size=1), recorded in the results.
+  const nodeFlags = values['node-flags']!.split(/\s+/).filter(Boolean);
+
+  const { startControlPlane } = await import(new URL('../../scripts/kube/controlplane.mjs', import.meta.url).href) as typeof import('../scripts/kube/controlplane.mjs');
+  const root = mkdtempSync(join(tmpdir(), 'pwt-bench-agent-'));
+  const children = new Set<ChildProcess>();
+  let cp: Awaited<ReturnType<typeof startControlPlane>> | undefined;
+  let admin: KubeClient | undefined;
+  try {
+    cp = await startControlPlane({ dir: join(root, 'cp'), log: (m: string) => console.error(m) });
+    admin = new KubeClient(loadKubeconfig(cp.adminKubeconfig), { requestTimeoutMs: 30_000 });
+    const o = { root, admin, kubeconfig: cp.agentKubeconfig, pods, labelPods, runs, flush, nodeFlags, children };
+    const pw = await side('podwire', o);
+    const is = await side('istio', o);
+    const parentRss = mb(process.memoryUsage().rss);
+
+    const us = (xs: number[]) => xs.map((x) => x * 1000);
+    const restNote = (r: SideResult) => ({
+      pods, runs,
+      spawnToReadyMs: r.restarts.map((x) => ms1(x.spawnToReadyMs)),
+      marksMs: r.restarts.map((x) => x.marks),
+      snapshotRepaired: r.restarts.map((x) => x.snapshot.repaired),
+      snapshotFailed: r.restarts.map((x) => x.snapshot.failed),
+      probeEntries: r.restarts[0]!.snapshot.probeEntries,
+      ztunnelHasAllAfterReadyMs: r.restarts.map((x) => x.zdsMs),
+    });
+    const series: Series[] = [
+      { label: `podwire: restart → ready (${pods} pods)`, samples: us(pw.restarts.map((x) => x.startMs)), notes: { ...restNote(pw), rulesUnchanged: pw.rulesUnchanged, rssAfterRestartMb: pw.restarts.map((x) => x.mem?.rssMb), peakRssMb: pw.restarts.map((x) => x.mem?.peakRssMb) } },
+      { label: `Istio-style: restart → ready (${pods} pods)`, samples: us(is.restarts.map((x) => x.startMs)), notes: { ...restNote(is), rulesInLastAgent: is.istioRules?.[1] } },
+      { label: `podwire: startup snapshot (${pods} pods)`, samples: us(pw.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(pw.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } },
+      { label: `Istio-style: startup snapshot (${pods} pods)`, samples: us(is.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(is.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } },
+    ];
+    const labelSeries = (who: string, r: SideResult, key: 'first' | 'rest', what: string) => {
+      const l = r.label[key];
+      const extra = who === 'podwire' ? { procScanPerPodMs: r.procScanMs } : { rulesInFirstAgent: r.istioRules?.[0] };
+      if (l) series.push({ label: `${who}: label → ${l.pods} ${what} enabled`, samples: [l.ms * 1000], notes: { pods: l.pods, perPodMs: Math.round((l.ms / l.pods) * 100) / 100, ...extra } });
+    };
+    labelSeries('podwire', pw, 'first', 'pods');
+    labelSeries('Istio-style', is, 'first', 'pods');
+    labelSeries('podwire', pw, 'rest', 'more pods');
+    labelSeries('Istio-style', is, 'rest', 'more pods');
+    const d = pw.drift!;
+    series.push(
+      { label: `podwire: drift round, no drift (${pods} pods)`, samples: us(d.clean.map((x) => x.durationMs)), notes: { pods: d.clean[0]!.checked, drifted: d.clean.map((x) => x.drifted), perPodMs: Math.round((median(d.clean.map((x) => x.durationMs)) / pods) * 1000) / 1000 } },
+      { label: `podwire: drift round, ${flush} flushed (${pods} pods)`, samples: us(d.flushed.map((x) => x.durationMs)), notes: { pods: d.flushed[0]!.checked, flushed: flush, drifted: d.flushed.map((x) => x.drifted), repaired: d.flushed.map((x) => x.repaired), parts: d.flushed[0]!.parts, driftedInNextRound: d.after.drifted } },
+    );
+    const ratios: Record<string, [string, string]> = {
+      'Istio-style / podwire restart → ready': [series[1]!.label, series[0]!.label],
+      'Istio-style / podwire startup snapshot': [series[3]!.label, series[2]!.label],
+      [`Istio-style / podwire label → ${labelPods} pods enabled`]: [`Istio-style: label → ${labelPods} pods enabled`, `podwire: label → ${labelPods} pods enabled`],
+    };
+    if (pods > labelPods) ratios[`Istio-style / podwire label → ${pods - labelPods} more pods enabled`] = [`Istio-style: label → ${pods - labelPods} more pods enabled`, `podwire: label → ${pods - labelPods} more pods enabled`];
+    writeResults('agent', `Node agent, ${pods} pods (nftables, dual stack): restart, enrollment by label, drift check`, series, ratios);
+
+    // The goals and the memory figures, next to the standard fields.
+    const file = fileURLToPath(new URL('../../bench/results/agent.json', import.meta.url));
+    const doc = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    const restartMed = median(pw.restarts.map((x) => x.startMs));
+    const rss = pw.memEnrolled!;
+    doc.checks = {
+      restartToReady: { goalMs: 1000, medianMs: ms1(restartMed), met: restartMed <= 1000, pods },
+      rss: { goalMb: 120, enrolledRssMb: rss.rssMb, peakRssMb: Math.max(rss.peakRssMb, ...pw.restarts.map((x) => x.mem?.peakRssMb ?? 0)), met: Math.max(rss.rssMb, ...pw.restarts.map((x) => x.mem?.rssMb ?? 0)) <= 120, pods },
+      rulesUnchanged: pw.rulesUnchanged,
+      snapshotRepaired: pw.restarts.map((x) => x.snapshot.repaired),
+    };
+    doc.memory = {
+      note: 'the agent alone: a child process per agent (the ztunnel peer and the harness are in the bench process); RSS after two gc() calls, peak = VmHWM of that process',
+      agentIdleMb: pw.memIdle, agentEnrolledMb: pw.memEnrolled, agentAfterRestartMb: pw.restarts.map((x) => x.mem),
+      benchProcessRssMb: parentRss,
+    };
+    const commit = (() => { try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { return undefined; } })();
+    doc.setup = { commit, pods, labelPods, flush, runs, agentNodeFlags: ['--expose-gc', ...nodeFlags], buildSeconds: { podwire: ms1(pw.buildS), istio: ms1(is.buildS) } };
+    writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+    console.log(JSON.stringify({ checks: doc.checks, memory: doc.memory }, null, 2));
+  } finally {
+    for (const c of children) c.kill('SIGKILL');
+    admin?.close();
+    await cp?.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--child') {
+  await child(JSON.parse(process.argv[3]!) as ChildSpec);
+} else {
+  await main();
+}
