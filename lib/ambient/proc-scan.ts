@@ -163,11 +163,14 @@ function netnsId(path: string): NetnsId {
   return { dev: st.dev, ino: st.ino };
 }
 
-/** Reads at most `max` bytes; a cut-off last line is dropped so it can never half-match. */
-function readCapped(path: string, max: number): string {
+/**
+ * Reads at most `max` bytes into `buf` (max + 1 long, reused across one scan: a fresh
+ * zero-filled 64 KiB per pid made a 1000-pid scan allocate 64 MB); a cut-off last line is
+ * dropped so it can never half-match. Only the bytes read are looked at.
+ */
+function readCapped(path: string, max: number, buf: Buffer): string {
   const fd = openSync(path, 'r');
   try {
-    const buf = Buffer.alloc(max + 1);
     let n = 0;
     while (n <= max) {
       const r = readSync(fd, buf, n, max + 1 - n, null);
@@ -232,6 +235,7 @@ export function scanPodNetns(uids: Iterable<string>, opts: ProcScanOptions = {})
   const truncated = pids.length > maxPids;
   const result: ProcScanResult = { found: new Map(), missing: [], conflicts: [], scanned: 0, skipped: 0, truncated };
 
+  const buf = Buffer.allocUnsafe(maxBytes + 1);
   // uid key → netns "dev:ino" → best process in it
   const cands = new Map<string, Map<string, PodNetns>>();
   for (const pid of pids.slice(0, maxPids)) {
@@ -241,7 +245,7 @@ export function scanPodNetns(uids: Iterable<string>, opts: ProcScanOptions = {})
       const path = join(dir, 'ns', 'net');
       const id = netnsId(path);
       if (id.dev === host.dev && id.ino === host.ino) continue; // hostNetwork pods, node daemons
-      const cg = parseCgroupFile(readCapped(join(dir, 'cgroup'), maxBytes));
+      const cg = parseCgroupFile(readCapped(join(dir, 'cgroup'), maxBytes, buf));
       if (!cg.ok || cg.podUid === undefined) continue;
       const key = uidKey(cg.podUid);
       if (!byKey.has(key)) continue;
