@@ -150,12 +150,19 @@ export class AgentTestNode {
   /** A running pod: netns + veth, Pod bound to this node, status Running with its IPs, proc entry. */
   async addPod(namespace: string, name: string, labels: Record<string, string> = {}): Promise<TestPod> {
     const w = await this.wire();
-    await createPod(this.admin, namespace, name, this.name, labels);
-    const object = await patchPodStatus(this.admin, { namespace, name }, {
-      status: { phase: 'Running', podIP: w.ip4, podIPs: [{ ip: w.ip4 }, { ip: w.ip6 }] },
-    });
+    const created = await createPod(this.admin, namespace, name, this.name, labels);
+    // As on a node: the sandbox's process exists before the kubelet reports the pod Running.
+    this.addProcEntry(w.pid, created.metadata!.uid!, w.netnsPath);
+    let object: V1Pod;
+    try {
+      object = await patchPodStatus(this.admin, { namespace, name }, {
+        status: { phase: 'Running', podIP: w.ip4, podIPs: [{ ip: w.ip4 }, { ip: w.ip6 }] },
+      });
+    } catch (err) {
+      this.removeProcEntry(w.pid);
+      throw err;
+    }
     const pod: TestPod = { ...w, uid: object.metadata!.uid!, name, namespace, object };
-    this.addProcEntry(pod.pid, pod.uid, pod.netnsPath);
     this.pods.set(`${namespace}/${name}`, pod);
     return pod;
   }
