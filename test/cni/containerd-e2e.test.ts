@@ -194,12 +194,17 @@ describeKube('podwire through containerd + CRI', () => {
     const admin = adminClient();
     const created = await createPod(admin, ambientNs, 'while-down', node.name);
     const uid = created.metadata!.uid!;
+    // The bridge plugin's veths (the bridge itself stays, as on a node).
+    const links = async () => (await (await node.node.netlink()).links.list()).map((l) => l.name).filter((n) => n.startsWith('veth')).sort();
+    const linksBefore = await links();
     const t0 = Date.now();
     const err = await ctrd.runPod({ name: 'while-down', namespace: ambientNs, uid }).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(GrpcError);
     expect((err as GrpcError).details).toContain('node agent not reachable');
     expect(Date.now() - t0).toBeGreaterThanOrEqual(900);  // it waited agent_wait_ms (1 s) for the agent first
     expect(await ctrd.cri.listPodSandbox({})).toEqual(expect.not.arrayContaining([expect.objectContaining({ metadata: expect.objectContaining({ name: 'while-down' }) })]));
+    expect(await links()).toEqual(linksBefore);  // no veth left on the node
+    expect(ctrd.exec(['sh', '-c', 'ls /var/run/netns | wc -l']).stdout.trim()).toBe('0');  // no netns pin left
     const { readdirSync } = await import('node:fs');
     const leaseDir = join(work, 'ipam', 'pwt-net');
     expect((existsSync(leaseDir) ? readdirSync(leaseDir) : []).filter((f) => f.startsWith('10.88.9.'))).toEqual([]);  // DEL released the lease
