@@ -567,7 +567,9 @@ export async function startContainerd(opts: StartContainerdOptions): Promise<Con
       hostPath: (p) => resolveUnder(mountNsRoot, p),
       log,
       exec(argv, o = {}) {
-        const r = spawnSync('nsenter', ['-t', String(initPid), '-m', '-p', '-n', '--', ...argv], {
+        // -r -w: containerd's root and cwd too. Entering a mount namespace alone resets the root to
+        // the namespace's own, which is not ours when the tests run in a chroot (a fresh root).
+        const r = spawnSync('nsenter', ['-t', String(initPid), '-m', '-p', '-n', '-r', '-w', '--', ...argv], {
           encoding: 'utf8', timeout: o.timeoutMs ?? 30_000, input: o.input,
           env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: dir, TMPDIR: join(dir, 'tmp') },
         });
