@@ -33,7 +33,7 @@
 //   (or: npm run bench -- agent [--pods N] ...)
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { agentEnv } from '../test/helpers/agent-env.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -355,14 +355,6 @@ class AgentProc {
 
 // ---- the simulated node (parent) ------------------------------------------------
 
-async function freePort(): Promise<number> {
-  const s: Server = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
-
 interface BenchPod extends DemoPod {
   namespace: string;
   k8sUid: string;
@@ -424,24 +416,12 @@ class BenchNode {
 
   /** The agent's environment for this node (as AgentTestNode.env(), every port and path its own). */
   async env(extra: Record<string, string> = {}): Promise<Record<string, string>> {
-    return {
-      NODE_NAME: this.name,
-      AMBIENT_ENABLED: 'true',
-      POD_NAMESPACE: 'istio-system',
-      ALLOW_SWITCH_TO_HOST_NS: 'true',
-      HOST_PROC_ROOT: this.procRoot,
-      HOST_MOUNTS_ROOT: '/',
-      CNI_AGENT_RUN_DIR: join(this.dir, 'run'),
-      ZTUNNEL_UDS_ADDRESS: this.zdsPath,
-      AGENT_LISTEN_ADDRESS: '127.0.0.1',
-      HEALTH_PORT: String(await freePort()),
-      MONITORING_PORT: String(await freePort()),
-      NATIVE_NFTABLES: 'true',
+    return agentEnv({ name: this.name, procRoot: this.procRoot, runDir: join(this.dir, 'run'), zdsPath: this.zdsPath }, {
       AMBIENT_RECONCILE_POD_RULES_ON_STARTUP: 'true',
       // Rounds are run on demand (runOnce); the periodic one must not fire during the measurements.
       AMBIENT_DRIFT_CHECK_INTERVAL: '1h',
       ...extra,
-    };
+    });
   }
 
   async teardown(): Promise<void> {

@@ -19,7 +19,8 @@
 //   (--pods per chain in all, split over --rounds turns of every chain)
 import { execFile, execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type Server } from 'node:net';
+import { connect, type Server } from 'node:net';
+import { freePort } from '../test/helpers/agent-env.js';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,14 +45,6 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SHIM = join(ROOT, 'build/Release/podwire-cni');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ms2 = (us: number) => Math.round(us / 10) / 100;
-
-async function freePort(): Promise<number> {
-  const s: Server = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
   for (const end = Date.now() + timeoutMs; !(await check()); await sleep(5)) {

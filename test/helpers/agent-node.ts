@@ -9,7 +9,7 @@
 // in a temp dir removed at teardown.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer, type Server } from 'node:net';
+import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -20,6 +20,7 @@ import { patchPodStatus } from '../../lib/kube/pods.js';
 import type { KubeClient } from '../../lib/kube/client.js';
 import { Netns } from '../../lib/net/netns/netns.js';
 import { adminClient, createPod, deletePodNow, kubeEnv } from './kube.js';
+import { agentEnv, freePort } from './agent-env.js';
 
 export interface TestPod extends DemoPod {
   namespace: string;
@@ -31,14 +32,7 @@ export interface TestPod extends DemoPod {
 
 let seq = 0;
 
-/** A TCP port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
-  const s: Server = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
+export { freePort };
 
 export class AgentTestNode {
   /** Kubernetes node name (pods are bound to it) and netns prefix. */
@@ -102,23 +96,7 @@ export class AgentTestNode {
     if (!existsSync(primary)) {
       writeFileSync(primary, `${JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', plugins: [{ type: 'bridge', bridge: 'pwbr0', ipam: { type: 'host-local', subnet: '10.244.0.0/16' } }] }, null, 2)}\n`);
     }
-    return {
-      MOUNTED_CNI_NET_DIR: this.cniNetDir,
-      CNI_BIN_TARGET_DIRS: this.cniBinDir,
-      NODE_NAME: this.name,
-      AMBIENT_ENABLED: 'true',
-      POD_NAMESPACE: 'istio-system',
-      ALLOW_SWITCH_TO_HOST_NS: 'true',
-      HOST_PROC_ROOT: this.procRoot,
-      HOST_MOUNTS_ROOT: '/',
-      CNI_AGENT_RUN_DIR: this.runDir,
-      ZTUNNEL_UDS_ADDRESS: this.zdsPath,
-      AGENT_LISTEN_ADDRESS: '127.0.0.1',
-      HEALTH_PORT: String(await freePort()),
-      MONITORING_PORT: String(await freePort()),
-      NATIVE_NFTABLES: 'true',
-      ...extra,
-    };
+    return agentEnv(this, { MOUNTED_CNI_NET_DIR: this.cniNetDir, CNI_BIN_TARGET_DIRS: this.cniBinDir, ...extra });
   }
 
   async config(extra: Record<string, string> = {}, argv: string[] = []): Promise<AgentConfig> {
