@@ -72,6 +72,10 @@ export interface AgentConfig {
   healthPort: number;
   /** podwire: address the health and metrics servers bind ('' = every address, as upstream). */
   listenAddress: string;
+  /** podwire: keep a NoSchedule taint on this node while the agent is not ready. */
+  nodeReadinessTaint: boolean;
+  /** podwire: that taint's key. */
+  nodeReadinessTaintKey: string;
 }
 
 type Key = Exclude<keyof AgentConfig, 'selectors'>;
@@ -164,6 +168,16 @@ function ip4(raw: string): string {
 
 function ip6(raw: string): string {
   if (!isIPv6(raw)) throw new Bad('is not an IPv6 address');
+  return raw;
+}
+
+// A qualified name (an optional DNS-subdomain prefix and `/`, then a name of ≤ 63 characters), as taint keys are.
+function taintKey(raw: string): string {
+  const slash = raw.lastIndexOf('/');
+  const prefix = slash < 0 ? '' : raw.slice(0, slash);
+  const name = slash < 0 ? raw : raw.slice(slash + 1);
+  if (prefix !== '' && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) throw new Bad('has a prefix that is not a DNS subdomain');
+  if (name.length === 0 || name.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(name)) throw new Bad('is not a taint key (qualified name)');
   return raw;
 }
 
@@ -278,6 +292,8 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'hostProcRoot', env: 'HOST_PROC_ROOT', flag: '--host-proc-root', default: '/host/proc', podwire: true, description: 'podwire: the host\'s /proc as mounted in the agent (netns discovery, host netns identity)', parse: absPath },
   { key: 'hostMountsRoot', env: 'HOST_MOUNTS_ROOT', flag: '--host-mounts-root', default: '/host', podwire: true, description: 'podwire: where the host\'s paths are mounted in the agent; a CNI netns path P is opened as <it>/P ("/" = as given)', parse: absPath },
   { key: 'healthPort', env: 'HEALTH_PORT', flag: '--health-port', default: '8000', podwire: true, description: 'podwire: port of /healthz and /readyz (upstream: fixed 8000)', parse: port },
+  { key: 'nodeReadinessTaint', env: 'NODE_READINESS_TAINT', flag: '--node-readiness-taint', default: 'false', podwire: true, boolean: true, description: 'podwire: keep a NoSchedule taint on this node while the agent is not ready (needs nodes get/patch; the agent\'s DaemonSet must tolerate it)', parse: bool },
+  { key: 'nodeReadinessTaintKey', env: 'NODE_READINESS_TAINT_KEY', flag: '--node-readiness-taint-key', default: 'cni.podwire.io/not-ready', podwire: true, description: 'podwire: the key of that taint', parse: taintKey },
   { key: 'listenAddress', env: 'AGENT_LISTEN_ADDRESS', flag: '--listen-address', default: '', podwire: true, description: 'podwire: address the health and metrics servers bind (empty: every address, as upstream)', parse: optional(ipAny) },
 ];
 

@@ -23,7 +23,7 @@ describe('defaults', () => {
       cniAgentRunDir: '/var/run/istio-cni', nativeNftables: false, forceIptablesBinary: '', useScopedXtablesLocking: true,
       enableAwsBranchEniProbe: true, allowSwitchToHostNs: false, monitoringPort: 15014, logOutputLevel: { default: 'info' },
       logAsJson: true, driftCheckIntervalMs: 60_000, hostProcRoot: '/host/proc', hostMountsRoot: '/host',
-      healthPort: 8000, listenAddress: '',
+      healthPort: 8000, listenAddress: '', nodeReadinessTaint: false, nodeReadinessTaintKey: 'cni.podwire.io/not-ready',
     });
   });
 
@@ -65,6 +65,8 @@ const VALUES: [string, string, string, keyof AgentConfig, unknown][] = [
   ['HOST_MOUNTS_ROOT', '--host-mounts-root', '/', 'hostMountsRoot', '/'],
   ['HEALTH_PORT', '--health-port', '18000', 'healthPort', 18000],
   ['AGENT_LISTEN_ADDRESS', '--listen-address', '127.0.0.1', 'listenAddress', '127.0.0.1'],
+  ['NODE_READINESS_TAINT', '--node-readiness-taint', 'true', 'nodeReadinessTaint', true],
+  ['NODE_READINESS_TAINT_KEY', '--node-readiness-taint-key', 'example.com/mesh-not-ready', 'nodeReadinessTaintKey', 'example.com/mesh-not-ready'],
 ];
 
 describe('each setting from env and from its flag', () => {
@@ -196,6 +198,8 @@ describe('validation errors name the setting and the value', () => {
     ['HOST_MOUNTS_ROOT', 'host'],
     ['HEALTH_PORT', '0'],
     ['AGENT_LISTEN_ADDRESS', 'localhost'],
+    ['NODE_READINESS_TAINT_KEY', 'bad key'],
+    ['NODE_READINESS_TAINT_KEY', 'Bad_Prefix/key'],
   ];
   it.each(bad)('%s=%j', (env, raw) => {
     expect(configError(() => parse({ [env]: raw }))).toMatchObject({ setting: env, value: raw });
@@ -267,7 +271,7 @@ describe('describeSettings', () => {
     expect(byEnv.get('MONITORING_PORT')!.flag).toBe('--monitoring-port');
     expect(byEnv.get('AMBIENT_DRIFT_CHECK_INTERVAL')).toMatchObject({ podwire: true, default: '1m' });
     expect(byEnv.get('HOST_PROC_ROOT')).toMatchObject({ podwire: true, default: '/host/proc' });
-    expect(d.filter((s) => s.podwire).map((s) => s.env)).toEqual(['AMBIENT_DRIFT_CHECK_INTERVAL', 'HOST_PROC_ROOT', 'HOST_MOUNTS_ROOT', 'HEALTH_PORT', 'AGENT_LISTEN_ADDRESS']);
+    expect(d.filter((s) => s.podwire).map((s) => s.env)).toEqual(['AMBIENT_DRIFT_CHECK_INTERVAL', 'HOST_PROC_ROOT', 'HOST_MOUNTS_ROOT', 'HEALTH_PORT', 'NODE_READINESS_TAINT', 'NODE_READINESS_TAINT_KEY', 'AGENT_LISTEN_ADDRESS']);
     expect(byEnv.get('AMBIENT_IPV6')).toMatchObject({ default: 'true', upstreamDefault: 'false' });
   });
   it('every default in the table parses', () => {
