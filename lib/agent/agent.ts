@@ -37,6 +37,7 @@ import { startLogSink, type LogSink } from '../cni/log-sink.js';
 import { CniPlugin, type CniReply } from '../cni/plugin.js';
 import { CURRENT_VERSION } from '../cni/version.js';
 import { Installer } from '../install/installer.js';
+import { NodeGate } from './node-gate.js';
 import type { InstallConfig } from '../install/config.js';
 
 export interface AgentOptions {
@@ -114,6 +115,8 @@ export class Agent {
   metricsServer: RunningServer | undefined;
   drift: DriftCheck | undefined;
   installer: Installer | undefined;
+  /** The node readiness taint (NODE_READINESS_TAINT). */
+  gate: NodeGate | undefined;
   /** Rejects when something the agent cannot run without fails after start (the installer's loop): exit then. */
   readonly fatal: Promise<never>;
   private failFatal!: (err: unknown) => void;
@@ -161,6 +164,16 @@ export class Agent {
     this.health = await stage('health server', () => startHealthServer({ port: cfg.healthPort, readiness: this.readiness, ...host }));
     this.metricsServer = await stage('metrics server', () => startMetricsServer({ port: cfg.monitoringPort, registry: this.metrics.registry, ...host }));
     this.log.info(`health on ${this.health.url}, metrics on ${this.metricsServer.url}`);
+    if (cfg.nodeReadinessTaint) {
+      // Tainted until ready: nothing new is scheduled here while pods could not be meshed.
+      const gate = new NodeGate({ client: this.client, nodeName: cfg.nodeName, taintKey: cfg.nodeReadinessTaintKey, log: this.log });
+      this.gate = gate;
+      await stage('node readiness taint', async () => {
+        await gate.check();
+        await gate.taint();
+      });
+      this.log.info(`node ${cfg.nodeName} tainted ${cfg.nodeReadinessTaintKey}:NoSchedule until the agent is ready`);
+    }
 
     // Host work happens in the node's netns: ours (hostNetwork), or <proc root>/1/ns/net when we are not in it.
     this.host = await stage('host netns', () => cfg.allowSwitchToHostNs ? Netns.open(`${cfg.hostProcRoot}/1/ns/net`) : Netns.current());
@@ -238,6 +251,10 @@ export class Agent {
       this.drift.start();
     }
     if (this.opts.install) await stage('cni installer', () => this.startInstaller(this.opts.install!));
+    if (this.gate) {
+      await stage('node readiness taint', () => this.gate!.untaint());
+      this.log.info(`node ${cfg.nodeName} untainted`);
+    }
     this.log.info('node agent ready');
   }
 
@@ -311,6 +328,11 @@ export class Agent {
         () => this.log.info('CNI plugin and config entry removed'),
         (err: unknown) => this.log.error(`removing the CNI plugin: ${(err as Error).message}`),
       );
+    }
+    if (this.gate) {
+      // An upgrade or reboot: tainted until the next agent is ready. An uninstall: no agent will come to lift it.
+      await (decision.skipCleanup ? this.gate.taint() : this.gate.untaint())
+        .catch((err: unknown) => this.log.warn(`node readiness taint at stop: ${(err as Error).message}`));
     }
     if (!decision.skipCleanup && this.node) {
       try {

@@ -1,0 +1,371 @@
+// The repair controller (spec §4, Istio's cni/pkg/repair): a pod informer over this node's pods
+// (REPAIR_FIELD_SELECTORS + spec.nodeName, REPAIR_LABEL_SELECTORS) feeds namespace/name keys into
+// a work queue (at most 5 runs per key). A broken pod (predicate.ts) gets the first enabled action:
+//
+// - repair: find its netns (the injected resolver; the agent passes its /proc scan) and program
+//   the sidecar rules there (lib/cni/sidecar.ts programSidecar, iptables or nftables); the pod
+//   recovers on its next init-container restart. A pod already repaired with the same UID is
+//   skipped (in memory, forgotten when the pod goes).
+// - delete: DELETE with preconditions {uid, resourceVersion}, at most REPAIR_DELETE_RATE per minute,
+//   evenly spaced (podwire; upstream is unlimited): over the limit the key is queued again for
+//   when the next delete is allowed, never deleted in a burst. Event DeleteBrokenPod.
+// - label: merge patch of the label through pods/status, unless the label is there. Event
+//   LabelBrokenPod.
+//
+// Beyond upstream, with the optional `ambient` hook: a Running pod that should be enrolled in
+// ambient but is not is enrolled in place (type=repair); when enrolling fails non-retryably it is
+// deleted or labelled per the same options. Every outcome is reported as (type, result) for
+// `istio_cni_repair_pods_repaired_total`. A pod bound to another node is never acted on.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeClient } from '../kube/client.js';
+import { isConflict, isKubeError, isNotFound } from '../kube/errors.js';
+import { createPodEvent } from '../kube/events.js';
+import { Informer } from '../kube/informer.js';
+import { annotatePodViaStatus } from '../kube/pods.js';
+import { PODS } from '../kube/resources.js';
+import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
+import { EnrollError } from '../dataplane/errors.js';
+import { isNonRetryable, NonRetryable, realClock, WorkQueue, type Clock, type DropReason } from '../ambient/work-queue.js';
+import type { RepairResult, RepairType } from '../agent/metrics.js';
+import type { Backend } from '../redirect/apply.js';
+import { isBrokenPod, type BrokenPodFilter } from './predicate.js';
+import type { RepairConfig } from './config.js';
+
+export type { RepairResult, RepairType };
+
+/** Event source component (spec §4). */
+export const REPAIR_COMPONENT = 'cni-repair';
+/** Upstream's work queue attempt limit. */
+export const REPAIR_MAX_ATTEMPTS = 5;
+
+/** What RepairController needs of the configuration (lib/repair/config.ts RepairConfig satisfies it). */
+export type RepairSettings = Pick<RepairConfig,
+  'nodeName' | 'fieldSelectors' | 'labelSelectors' | 'sidecarAnnotation' | 'initContainerName' | 'initTerminationMessage'
+  | 'initExitCode' | 'repairPods' | 'deletePods' | 'labelPods' | 'labelKey' | 'labelValue' | 'deleteRatePerMinute' | 'nativeNftables'>;
+
+/** Where a pod's netns is (production: the agent's /proc scan with the ownership check); undefined: not found. */
+export type RepairNetnsResolver = (pod: V1Pod) => string | undefined | Promise<string | undefined>;
+
+/** Ambient repair (beyond upstream). enroll() rejecting with NonRetryable or a non-retryable EnrollError falls back to delete/label. */
+export interface AmbientRepairHook {
+  shouldBeEnrolled(pod: V1Pod): boolean;
+  isEnrolled(uid: string): boolean;
+  enroll(pod: V1Pod): Promise<void>;
+}
+
+export interface RepairControllerOptions {
+  client: KubeClient;
+  config: RepairSettings;
+  resolveNetns: RepairNetnsResolver;
+  ambient?: AmbientRepairHook;
+  /** One outcome (`istio_cni_repair_pods_repaired_total{type,result}`). */
+  onRepaired?: (type: RepairType, result: RepairResult) => void;
+  log?: (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: { pod?: string; error?: unknown }) => void;
+  /** Informer watch timeout (seconds). */
+  watchTimeoutSeconds?: number;
+  /** Time source of the delete rate limit and the queue. */
+  clock?: Clock;
+  /** The sidecar programming (default lib/cni/sidecar.ts programSidecar); for tests. */
+  programSidecar?: typeof defaultProgramSidecar;
+}
+
+export type RepairErrorCode = 'NetnsNotFound' | 'NotEligible' | 'ProgramFailed' | 'EnrollFailed' | 'DeleteFailed' | 'LabelFailed';
+
+/** A failed repair action; `retryable` says whether the queue tries again. */
+export class RepairError extends Error {
+  override readonly name = 'RepairError';
+  constructor(readonly code: RepairErrorCode, readonly pod: string, readonly retryable: boolean, message: string, options?: { cause?: unknown }) {
+    super(`repair ${pod}: ${message}`, options);
+  }
+}
+
+/**
+ * At most `perMinute` takes per minute, evenly spaced (a bucket of one token): `take()` is 0 when
+ * a take is allowed now (and consumes it), else the ms until the next one is.
+ */
+export class DeleteRateLimiter {
+  readonly intervalMs: number;
+  #next = -Infinity;
+  constructor(perMinute: number, private readonly clock: Clock = realClock) {
+    if (!(perMinute > 0) || !Number.isFinite(perMinute)) throw new RangeError(`deletes per minute must be > 0, got ${perMinute}`);
+    this.intervalMs = 60_000 / perMinute;
+  }
+  take(): number {
+    const now = this.clock.now();
+    if (now < this.#next) return Math.ceil(this.#next - now);
+    this.#next = now + this.intervalMs;
+    return 0;
+  }
+}
+
+export interface RepairStats {
+  repaired: number;
+  deleted: number;
+  labelled: number;
+  enrolled: number;
+  failed: number;
+  /** Deletes postponed by the rate limit. */
+  rateLimited: number;
+}
+
+const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** status.podIPs, else status.podIP. */
+function podIps(pod: V1Pod): string[] {
+  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip).filter((ip): ip is string => typeof ip === 'string' && ip !== '');
+  if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
+  return ips;
+}
+
+export class RepairController {
+  readonly pods: Informer<V1Pod>;
+  readonly queue: WorkQueue<string>;
+  readonly stats: RepairStats = { repaired: 0, deleted: 0, labelled: 0, enrolled: 0, failed: 0, rateLimited: 0 };
+  readonly deleteLimiter: DeleteRateLimiter;
+  private readonly opts: RepairControllerOptions;
+  private readonly cfg: RepairSettings;
+  private readonly filter: BrokenPodFilter;
+  private readonly backend: Backend;
+  private readonly log: NonNullable<RepairControllerOptions['log']>;
+  private readonly program: typeof defaultProgramSidecar;
+  /** namespace/name → UID repaired in place (upstream's map; dropped when the pod goes). */
+  private readonly repairedUid = new Map<string, string>();
+  private readonly unsubscribe: Array<() => void> = [];
+  private started = false;
+  private running = false;
+
+  constructor(opts: RepairControllerOptions) {
+    const cfg = opts.config;
+    if (typeof cfg?.nodeName !== 'string' || cfg.nodeName === '' || /[,=!]/.test(cfg.nodeName)) {
+      throw new TypeError(`RepairController: config.nodeName must be a node name, got ${JSON.stringify(cfg?.nodeName)}`);
+    }
+    if (typeof opts.resolveNetns !== 'function') throw new TypeError('RepairController: resolveNetns must be a function');
+    this.opts = opts;
+    this.cfg = cfg;
+    this.filter = {
+      sidecarAnnotation: cfg.sidecarAnnotation, initContainerName: cfg.initContainerName,
+      initTerminationMessage: cfg.initTerminationMessage, initExitCode: cfg.initExitCode,
+    };
+    this.backend = cfg.nativeNftables ? 'nftables' : 'iptables';
+    this.log = opts.log ?? (() => undefined);
+    this.program = opts.programSidecar ?? defaultProgramSidecar;
+    const clock = opts.clock ?? realClock;
+    this.deleteLimiter = new DeleteRateLimiter(cfg.deleteRatePerMinute, clock);
+    const fieldSelector = [cfg.fieldSelectors.trim(), `spec.nodeName=${cfg.nodeName}`].filter((s) => s !== '').join(',');
+    this.pods = new Informer(opts.client, PODS, {
+      fieldSelector,
+      ...(cfg.labelSelectors.trim() !== '' ? { labelSelector: cfg.labelSelectors.trim() } : {}),
+      ...(opts.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: opts.watchTimeoutSeconds } : {}),
+    });
+    this.queue = new WorkQueue<string>({
+      name: 'repair',
+      process: (key) => this.reconcile(key),
+      maxAttempts: REPAIR_MAX_ATTEMPTS,
+      clock,
+      onRetry: (key, err, attempt, delayMs) => this.log('warn', `repair: failed (attempt ${attempt}), retry in ${delayMs} ms: ${message(err)}`, { pod: key, error: err }),
+      onDrop: (key, err, reason: DropReason) => this.log('error', `repair: given up (${reason}): ${message(err)}`, { pod: key, error: err }),
+    });
+  }
+
+  /** Starts the informer; resolves once it has synced and every cached pod is queued. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error('RepairController: already started');
+    this.started = true;
+    const enqueue = (p: V1Pod) => { if (this.running) this.queue.add(keyOf(p)); };
+    this.unsubscribe.push(
+      this.pods.on('add', enqueue),
+      this.pods.on('update', enqueue),
+      this.pods.on('delete', enqueue),
+      this.pods.on('error', (err) => this.log('warn', `repair: pod informer: ${message(err)}`, { error: err })),
+    );
+    await this.pods.start().synced;
+    this.running = true;
+    for (const p of this.pods.list()) this.queue.add(keyOf(p));
+  }
+
+  /** Stops the informer and the queue (waiting for a run in flight, up to timeoutMs). */
+  async stop(opts: { timeoutMs?: number } = {}): Promise<void> {
+    this.running = false;
+    for (const u of this.unsubscribe.splice(0)) u();
+    await this.pods.stop();
+    await this.queue.shutdown(opts);
+  }
+
+  private count(type: RepairType, result: RepairResult): void {
+    if (result === 'fail') this.stats.failed++;
+    try {
+      this.opts.onRepaired?.(type, result);
+    } catch {
+      /* a metrics callback must not break the queue */
+    }
+  }
+
+  /** One key: the work queue calls this. */
+  private async reconcile(key: string): Promise<void> {
+    const slash = key.indexOf('/');
+    const pod = this.pods.get(key.slice(slash + 1), key.slice(0, slash));
+    if (!pod) {
+      this.repairedUid.delete(key);
+      return;
+    }
+    // The informer is field-selected on the node; checked again so nothing else is ever touched.
+    if (pod.spec?.nodeName !== this.cfg.nodeName) {
+      this.log('warn', `repair: pod is bound to ${JSON.stringify(pod.spec?.nodeName ?? '')}, not this node; ignored`, { pod: key });
+      return;
+    }
+    if (pod.metadata?.deletionTimestamp) return;
+    if (isBrokenPod(pod, this.filter)) {
+      if (this.cfg.repairPods) await this.repairSidecar(pod);
+      else await this.fallback(pod, 'broken');
+      return;
+    }
+    const amb = this.opts.ambient;
+    if (amb && pod.status?.phase === 'Running' && podIps(pod).length > 0 && amb.shouldBeEnrolled(pod) && !amb.isEnrolled(pod.metadata?.uid ?? '')) {
+      if (this.cfg.repairPods) await this.repairAmbient(pod);
+      else await this.fallback(pod, 'not enrolled in ambient');
+    }
+  }
+
+  /** Delete, else label, per the options; nothing when neither is enabled. */
+  private async fallback(pod: V1Pod, why: string): Promise<void> {
+    if (this.cfg.deletePods) await this.deleteBroken(pod, why);
+    else if (this.cfg.labelPods) await this.labelBroken(pod, why);
+  }
+
+  private async repairSidecar(pod: V1Pod): Promise<void> {
+    const key = keyOf(pod);
+    const uid = pod.metadata?.uid ?? '';
+    if (this.repairedUid.get(key) === uid) {
+      this.count('repair', 'skip');
+      return;
+    }
+    const el = sidecarEligibility(pod);
+    if (!el.eligible) {
+      // Its rules are not the plugin's to program (istio-init, DISABLE_ENVOY, ...).
+      this.log('info', `repair: not repaired: ${el.reason}`, { pod: key });
+      this.count('repair', 'skip');
+      return;
+    }
+    let netnsPath: string | undefined;
+    try {
+      netnsPath = await this.opts.resolveNetns(pod);
+    } catch (err) {
+      this.count('repair', 'fail');
+      throw new RepairError('NetnsNotFound', key, true, `finding the netns: ${message(err)}`, { cause: err });
+    }
+    if (netnsPath === undefined) {
+      // The sandbox may not be visible yet; the queue tries again (5 runs in all).
+      this.count('repair', 'fail');
+      throw new RepairError('NetnsNotFound', key, true, 'no netns found for the pod');
+    }
+    try {
+      await this.program(netnsPath, pod, el.proxy, { backend: this.backend, podIps: podIps(pod) });
+    } catch (err) {
+      this.count('repair', 'fail');
+      // A bad annotation does not get better by retrying.
+      const retryable = !(err instanceof RangeError || err instanceof TypeError);
+      const e = new RepairError('ProgramFailed', key, retryable, `programming the sidecar rules in ${netnsPath}: ${message(err)}`, { cause: err });
+      throw retryable ? e : new NonRetryable(e.message, { cause: e });
+    }
+    this.repairedUid.set(key, uid);
+    this.stats.repaired++;
+    this.count('repair', 'success');
+    this.log('info', `repair: sidecar rules programmed in ${netnsPath}; the pod recovers at its next init restart`, { pod: key });
+  }
+
+  private async repairAmbient(pod: V1Pod): Promise<void> {
+    const key = keyOf(pod);
+    try {
+      await this.opts.ambient!.enroll(pod);
+    } catch (err) {
+      const permanent = isNonRetryable(err) || (err instanceof EnrollError && !err.retryable) || (err instanceof RepairError && !err.retryable);
+      this.count('repair', 'fail');
+      if (!permanent) throw new RepairError('EnrollFailed', key, true, `enrolling in ambient: ${message(err)}`, { cause: err });
+      this.log('warn', `repair: enrolling in ambient failed for good: ${message(err)}`, { pod: key, error: err });
+      await this.fallback(pod, `not enrolled in ambient (${message(err)})`);
+      return;
+    }
+    this.stats.enrolled++;
+    this.count('repair', 'success');
+    this.log('info', 'repair: pod enrolled in ambient in place', { pod: key });
+  }
+
+  /**
+   * Deletes this incarnation of the pod (preconditions uid and resourceVersion of `pod`), if the
+   * rate limit allows; else queues the key again for when it does. A Conflict (the pod changed or
+   * was recreated) or NotFound is a skip, and the key is evaluated again from the cache.
+   */
+  async deleteBroken(pod: V1Pod, why = 'broken'): Promise<RepairResult | 'rate-limited'> {
+    const key = keyOf(pod);
+    const { namespace, name, uid, resourceVersion } = pod.metadata ?? {};
+    if (!namespace || !name || !uid) throw new NonRetryable(`repair ${key}: pod without namespace, name or uid`);
+    if (pod.spec?.nodeName !== this.cfg.nodeName) return 'skip';
+    const wait = this.deleteLimiter.take();
+    if (wait > 0) {
+      this.stats.rateLimited++;
+      this.queue.addAfter(key, wait);
+      return 'rate-limited';
+    }
+    const preconditions: { uid: string; resourceVersion?: string } = { uid };
+    if (resourceVersion) preconditions.resourceVersion = resourceVersion;
+    const client = this.opts.client;
+    try {
+      await client.call({ verb: 'delete', resource: 'pods', namespace, name },
+        (o) => client.core.deleteNamespacedPod({ namespace, name, body: { preconditions } }, o));
+    } catch (err) {
+      if (isConflict(err) || isNotFound(err)) {
+        this.count('delete', 'skip');
+        this.log('info', `repair: not deleted (${isNotFound(err) ? 'gone' : 'changed or recreated since'})`, { pod: key });
+        if (this.running) this.queue.addAfter(key, 500);
+        return 'skip';
+      }
+      this.count('delete', 'fail');
+      const retryable = !isKubeError(err, 'Forbidden');
+      const e = new RepairError('DeleteFailed', key, retryable, `deleting: ${message(err)}`, { cause: err });
+      throw retryable ? e : new NonRetryable(e.message, { cause: e });
+    }
+    this.stats.deleted++;
+    this.count('delete', 'success');
+    this.log('info', `repair: deleted broken pod (${why})`, { pod: key });
+    await this.event(pod, 'DeleteBrokenPod', `Deleting broken pod ${key} (${why}); the istio-cni plugin was not in the chain when it started`);
+    return 'success';
+  }
+
+  /** Labels the pod through pods/status unless the label key is present. */
+  async labelBroken(pod: V1Pod, why = 'broken'): Promise<RepairResult> {
+    const key = keyOf(pod);
+    const { namespace, name } = pod.metadata ?? {};
+    if (!namespace || !name) throw new NonRetryable(`repair ${key}: pod without namespace or name`);
+    if (pod.spec?.nodeName !== this.cfg.nodeName) return 'skip';
+    if (pod.metadata?.labels && Object.prototype.hasOwnProperty.call(pod.metadata.labels, this.cfg.labelKey)) {
+      this.count('label', 'skip');
+      return 'skip';
+    }
+    try {
+      await annotatePodViaStatus(this.opts.client, { namespace, name }, { labels: { [this.cfg.labelKey]: this.cfg.labelValue } });
+    } catch (err) {
+      if (isNotFound(err)) {
+        this.count('label', 'skip');
+        return 'skip';
+      }
+      this.count('label', 'fail');
+      const retryable = !isKubeError(err, 'Forbidden');
+      const e = new RepairError('LabelFailed', key, retryable, `labelling: ${message(err)}`, { cause: err });
+      throw retryable ? e : new NonRetryable(e.message, { cause: e });
+    }
+    this.stats.labelled++;
+    this.count('label', 'success');
+    this.log('info', `repair: labelled broken pod ${this.cfg.labelKey}=${this.cfg.labelValue} (${why})`, { pod: key });
+    await this.event(pod, 'LabelBrokenPod', `Labelled broken pod ${key} ${this.cfg.labelKey}=${this.cfg.labelValue} (${why})`);
+    return 'success';
+  }
+
+  private async event(pod: V1Pod, reason: string, text: string): Promise<void> {
+    try {
+      await createPodEvent(this.opts.client, pod, { type: 'Warning', reason, message: text, component: REPAIR_COMPONENT, host: this.cfg.nodeName });
+    } catch (err) {
+      this.log('warn', `repair: event ${reason} not recorded: ${message(err)}`, { pod: keyOf(pod), error: err });
+    }
+  }
+}

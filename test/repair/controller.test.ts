@@ -1,0 +1,241 @@
+// The repair controller against the real apiserver, the test playing the kubelet (pods/status
+// patches): a sidecar pod whose istio-validation init container exited 126 is repaired in its
+// pwt- netns (rules verified against the model), or deleted (uid/resourceVersion preconditions:
+// a recreated pod survives a stale delete), or labelled, each with its event and metric; a
+// Completed pod and a pod of another node are never touched; deletes are rate-limited; the
+// ambient hook enrolls a pod that should be enrolled but is not.
+import { afterEach, expect, it } from 'vitest';
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { patchPodStatus } from '../../lib/kube/pods.js';
+import { NonRetryable } from '../../lib/ambient/work-queue.js';
+import { scanPodNetns } from '../../lib/ambient/proc-scan.js';
+import { verify } from '../../lib/redirect/apply.js';
+import { sidecarRules } from '../../lib/redirect/sidecar.js';
+import { sidecarConfigFromPod } from '../../lib/redirect/annotations.js';
+import { parseRepairConfig, type RepairConfig } from '../../lib/repair/config.js';
+import { RepairController, REPAIR_COMPONENT, type AmbientRepairHook, type RepairResult, type RepairType } from '../../lib/repair/controller.js';
+import { AgentTestNode } from '../helpers/agent-node.js';
+import { privileged } from '../helpers/privileged.js';
+import { adminClient, createPod, describeKube, freshNamespace, kubeEnv, until } from '../helpers/kube.js';
+
+const running: RepairController[] = [];
+const nodes: AgentTestNode[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((c) => c.stop()));
+  for (const n of nodes.splice(0)) await n.teardown();
+});
+
+let seq = 0;
+const nodeName = () => `rep-${process.pid}-${++seq}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function sidecarBody(name: string, node: string): V1Pod {
+  return {
+    metadata: { name, annotations: { 'sidecar.istio.io/status': '{}' } },
+    spec: {
+      nodeName: node, terminationGracePeriodSeconds: 0,
+      initContainers: [{ name: 'istio-validation', image: 'registry.invalid/p:1' }],
+      containers: [{ name: 'app', image: 'registry.invalid/a:1' }, { name: 'istio-proxy', image: 'registry.invalid/p:1', args: ['proxy', 'sidecar'] }],
+    },
+  };
+}
+
+/** As the kubelet reports a crash-looping istio-validation (or a Completed one). */
+function initStatus(kind: 'broken' | 'completed', ip: string): Record<string, unknown> {
+  const st = kind === 'broken'
+    ? { state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 126, reason: 'Error', message: 'iptables validation failed' } } }
+    : { state: { terminated: { exitCode: 0, reason: 'Completed' } }, lastState: { terminated: { exitCode: 126, reason: 'Error' } } };
+  return {
+    phase: kind === 'broken' ? 'Pending' : 'Running', podIP: ip, podIPs: [{ ip }],
+    initContainerStatuses: [{ name: 'istio-validation', image: 'registry.invalid/p:1', imageID: '', ready: kind === 'completed', restartCount: 3, ...st }],
+  };
+}
+
+async function sidecarPod(ns: string, name: string, node: string, kind: 'broken' | 'completed', ip = '10.88.0.1'): Promise<V1Pod> {
+  const admin = adminClient();
+  await admin.core.createNamespacedPod({ namespace: ns, body: sidecarBody(name, node) });
+  return patchPodStatus(admin, { namespace: ns, name }, { status: initStatus(kind, ip) });
+}
+
+function controller(node: string, env: Record<string, string>, extra: { resolveNetns?: (p: V1Pod) => string | undefined; ambient?: AmbientRepairHook } = {}) {
+  const config: RepairConfig = parseRepairConfig({ NODE_NAME: node, ...env });
+  const metrics: Array<[RepairType, RepairResult]> = [];
+  const ctl = new RepairController({
+    client: adminClient(), config, resolveNetns: extra.resolveNetns ?? (() => undefined), watchTimeoutSeconds: 30,
+    onRepaired: (t, r) => metrics.push([t, r]),
+    ...(extra.ambient ? { ambient: extra.ambient } : {}),
+  });
+  running.push(ctl);
+  return { ctl, metrics };
+}
+
+async function podOrUndefined(ns: string, name: string): Promise<V1Pod | undefined> {
+  try {
+    return await adminClient().core.readNamespacedPod({ namespace: ns, name });
+  } catch (err) {
+    if ((err as { code?: number }).code === 404) return undefined;
+    throw err;
+  }
+}
+
+async function events(ns: string, name: string): Promise<CoreV1Event[]> {
+  const l = await adminClient().core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${name}` });
+  return l.items;
+}
+
+const has = (m: Array<[RepairType, RepairResult]>, t: RepairType, r: RepairResult) => m.some(([a, b]) => a === t && b === r);
+
+describeKube('repair controller', () => {
+  for (const backend of ['iptables', 'nftables'] as const) it.skipIf(!privileged(backend === 'iptables' ? 'iptables-save' : 'nft'))(`repairs a broken sidecar pod in its netns (${backend} rules verify), once per UID`, async () => {
+    kubeEnv();
+    const node = await AgentTestNode.create();
+    nodes.push(node);
+    const ns = await freshNamespace();
+    const w = await node.wire();
+    const created = await adminClient().core.createNamespacedPod({ namespace: ns, body: sidecarBody('web', node.name) });
+    const uid = created.metadata!.uid!;
+    node.addProcEntry(w.pid, uid, w.netnsPath);
+    await patchPodStatus(adminClient(), { namespace: ns, name: 'web' }, { status: initStatus('broken', w.ip4) });
+
+    const resolveNetns = (p: V1Pod) => scanPodNetns([p.metadata!.uid!], { procRoot: node.procRoot }).found.get(p.metadata!.uid!)?.path;
+    const { ctl, metrics } = controller(node.name, backend === 'nftables' ? { NATIVE_NFTABLES: 'true' } : {}, { resolveNetns });
+    await ctl.start();
+    await until('repaired', () => has(metrics, 'repair', 'success'));
+
+    const { dualStack: _d, ...cfg } = sidecarConfigFromPod({ annotations: { 'sidecar.istio.io/status': '{}' }, podIps: [w.ip4] });
+    const podNs = node.openPod(w);
+    try {
+      expect((await verify(podNs, sidecarRules(cfg), { backend })).ok).toBe(true);
+      expect((await verify(podNs, sidecarRules(cfg), { backend: backend === 'iptables' ? 'nftables' : 'iptables' })).ok).toBe(false);
+    } finally {
+      podNs.close();
+    }
+    // The next status update of the same pod: already repaired with this UID → skip.
+    await patchPodStatus(adminClient(), { namespace: ns, name: 'web' }, { status: { message: 'still crash-looping' } });
+    await until('skipped', () => has(metrics, 'repair', 'skip'));
+    expect(metrics.filter(([t, r]) => t === 'repair' && r === 'success')).toHaveLength(1);
+    expect(ctl.stats.repaired).toBe(1);
+  }, 30_000);
+
+  it('repair mode without a netns: fails 5 times (the attempt limit), then gives up; no fallback action', async () => {
+    kubeEnv();
+    const node = nodeName();
+    const ns = await freshNamespace();
+    await sidecarPod(ns, 'web', node, 'broken');
+    const { ctl, metrics } = controller(node, { REPAIR_DELETE_PODS: 'true', REPAIR_LABEL_PODS: 'true' }, { resolveNetns: () => undefined });
+    await ctl.start();
+    await until('dropped', () => ctl.queue.stats().dropped === 1);
+    expect(metrics).toEqual(Array.from({ length: 5 }, () => ['repair', 'fail']));
+    const p = await podOrUndefined(ns, 'web');
+    expect(p?.metadata?.labels?.['cni.istio.io/uninitialized']).toBeUndefined();
+  }, 30_000);
+
+  it('delete mode: deletes with an event; a stale delete does not touch a pod recreated under the name', async () => {
+    kubeEnv();
+    const node = nodeName();
+    const ns = await freshNamespace();
+    const old = await sidecarPod(ns, 'web', node, 'broken');
+    const { ctl, metrics } = controller(node, { REPAIR_REPAIR_PODS: 'false', REPAIR_DELETE_PODS: 'true', REPAIR_DELETE_RATE: '600' });
+    await ctl.start();
+    await until('deleted', async () => (await podOrUndefined(ns, 'web')) === undefined);
+    expect(has(metrics, 'delete', 'success')).toBe(true);
+    const ev = await until('DeleteBrokenPod event', async () => (await events(ns, 'web')).find((e) => e.reason === 'DeleteBrokenPod'));
+    expect(ev).toMatchObject({ type: 'Warning', source: { component: REPAIR_COMPONENT }, involvedObject: { uid: old.metadata!.uid } });
+
+    // Recreated under the same name (a new uid), then a delete of the old incarnation, as a stale queued key would do it.
+    const fresh = await createPod(adminClient(), ns, 'web', node);
+    let result: string;
+    do {
+      result = await ctl.deleteBroken(old);
+      if (result === 'rate-limited') await sleep(50);
+    } while (result === 'rate-limited');
+    expect(result).toBe('skip');
+    expect((await podOrUndefined(ns, 'web'))?.metadata?.uid).toBe(fresh.metadata!.uid);
+    expect(has(metrics, 'delete', 'skip')).toBe(true);
+  }, 30_000);
+
+  it('label mode: labels via pods/status with an event; Completed, already labelled and other-node pods untouched', async () => {
+    kubeEnv();
+    const node = nodeName();
+    const ns = await freshNamespace();
+    await sidecarPod(ns, 'done', node, 'completed');
+    await sidecarPod(ns, 'elsewhere', `${node}-other`, 'broken');
+    const pre = await sidecarPod(ns, 'pre', node, 'broken');
+    await patchPodStatus(adminClient(), { namespace: ns, name: 'pre' }, { metadata: { labels: { 'cni.istio.io/uninitialized': 'set-before' } } });
+    expect(pre.metadata?.uid).toBeTruthy();
+    const broken = await sidecarPod(ns, 'web', node, 'broken');
+    const { ctl, metrics } = controller(node, { REPAIR_REPAIR_PODS: 'false', REPAIR_LABEL_PODS: 'true' });
+    await ctl.start();
+    await until('labelled', async () => (await podOrUndefined(ns, 'web'))?.metadata?.labels?.['cni.istio.io/uninitialized'] === 'true');
+    const ev = await until('LabelBrokenPod event', async () => (await events(ns, 'web')).find((e) => e.reason === 'LabelBrokenPod'));
+    expect(ev).toMatchObject({ type: 'Warning', source: { component: REPAIR_COMPONENT }, involvedObject: { uid: broken.metadata!.uid } });
+    expect(has(metrics, 'label', 'success')).toBe(true);
+    expect(has(metrics, 'label', 'skip')).toBe(true); // 'pre'
+    await until('queue idle', () => ctl.queue.stats().queued === 0 && ctl.queue.stats().inFlight === 0);
+    expect((await podOrUndefined(ns, 'done'))?.metadata?.labels?.['cni.istio.io/uninitialized']).toBeUndefined();
+    expect((await podOrUndefined(ns, 'elsewhere'))?.metadata?.labels?.['cni.istio.io/uninitialized']).toBeUndefined();
+    expect((await podOrUndefined(ns, 'pre'))?.metadata?.labels?.['cni.istio.io/uninitialized']).toBe('set-before');
+    expect(await events(ns, 'done')).toEqual([]);
+    expect(await events(ns, 'elsewhere')).toEqual([]);
+    expect(ctl.pods.list().map((p) => p.metadata!.name).sort()).toEqual(['done', 'pre', 'web']);
+    // One label; later updates (its own label patch) find the label present: skips.
+    expect(metrics.filter(([t, r]) => t === 'label' && r === 'success')).toHaveLength(1);
+    expect(metrics.filter(([t]) => t !== 'label')).toEqual([]);
+  }, 30_000);
+
+  it('the delete rate limit holds: 20 broken pods at 5/min → one delete in the window', async () => {
+    kubeEnv();
+    const node = nodeName();
+    const ns = await freshNamespace();
+    const names = Array.from({ length: 20 }, (_, i) => `b${i}`);
+    await Promise.all(names.map((n, i) => sidecarPod(ns, n, node, 'broken', `10.88.1.${i + 1}`)));
+    const { ctl, metrics } = controller(node, { REPAIR_REPAIR_PODS: 'false', REPAIR_DELETE_PODS: 'true', REPAIR_DELETE_RATE: '5' });
+    await ctl.start();
+    await until('first delete', () => ctl.stats.deleted === 1);
+    await sleep(2_500);
+    const left = (await adminClient().core.listNamespacedPod({ namespace: ns })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    expect(left).toHaveLength(19);
+    expect(ctl.stats.deleted).toBe(1);
+    expect(ctl.stats.rateLimited).toBeGreaterThanOrEqual(19);
+    expect(metrics.filter(([t, r]) => t === 'delete' && r === 'success')).toHaveLength(1);
+    // The postponed keys are waiting for the next slot (12 s), not dropped.
+    expect(ctl.queue.stats().waiting).toBe(19);
+    expect(ctl.queue.stats().dropped).toBe(0);
+  }, 30_000);
+
+  it('ambient hook: a running pod that should be enrolled but is not gets enroll(); a permanent failure falls back to label', async () => {
+    kubeEnv();
+    const node = nodeName();
+    const ns = await freshNamespace();
+    const admin = adminClient();
+    for (const [name, ip] of [['amb', '10.88.2.1'], ['bad', '10.88.2.2'], ['plain', '10.88.2.3']] as const) {
+      await createPod(admin, ns, name, node);
+      await patchPodStatus(admin, { namespace: ns, name }, { status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } });
+    }
+    const enrolled = new Set<string>();
+    const calls: string[] = [];
+    const ambient: AmbientRepairHook = {
+      shouldBeEnrolled: (p) => p.metadata?.name !== 'plain',
+      isEnrolled: (uid) => enrolled.has(uid),
+      enroll: async (p) => {
+        calls.push(p.metadata!.name!);
+        if (p.metadata!.name === 'bad') throw new NonRetryable('no netns for the pod');
+        enrolled.add(p.metadata!.uid!);
+      },
+    };
+    const { ctl, metrics } = controller(node, { REPAIR_LABEL_PODS: 'true' }, { ambient });
+    await ctl.start();
+    await until('enrolled', () => ctl.stats.enrolled === 1);
+    await until('bad labelled', async () => (await podOrUndefined(ns, 'bad'))?.metadata?.labels?.['cni.istio.io/uninitialized'] === 'true');
+    expect(calls.filter((c) => c === 'amb')).toHaveLength(1);
+    expect(calls).not.toContain('plain');
+    expect(has(metrics, 'repair', 'success')).toBe(true);
+    expect(has(metrics, 'repair', 'fail')).toBe(true);
+    expect(has(metrics, 'label', 'success')).toBe(true);
+    // Enrolled now: a later update does not enroll again.
+    await patchPodStatus(admin, { namespace: ns, name: 'amb' }, { status: { message: 'x' } });
+    await sleep(300);
+    expect(calls.filter((c) => c === 'amb')).toHaveLength(1);
+    expect((await podOrUndefined(ns, 'plain'))?.metadata?.labels?.['cni.istio.io/uninitialized']).toBeUndefined();
+  }, 30_000);
+});
