@@ -38,6 +38,8 @@ import { CniPlugin, type CniReply } from '../cni/plugin.js';
 import { CURRENT_VERSION } from '../cni/version.js';
 import { Installer } from '../install/installer.js';
 import { NodeGate } from './node-gate.js';
+import { RepairController } from '../repair/controller.js';
+import type { RepairConfig } from '../repair/config.js';
 import type { InstallConfig } from '../install/config.js';
 
 export interface AgentOptions {
@@ -61,6 +63,12 @@ export interface AgentOptions {
    * installer (the plugin is installed some other way) and `/readyz` does not wait for one.
    */
   install?: InstallConfig;
+  /**
+   * The repair controller's configuration (§4): it runs once the agent is
+   * ready when `enabled`. Sidecar pods only: a selected ambient pod that is
+   * Running is already enrolled by the informer path.
+   */
+  repair?: RepairConfig;
 }
 
 export interface StopOptions {
@@ -117,6 +125,7 @@ export class Agent {
   installer: Installer | undefined;
   /** The node readiness taint (NODE_READINESS_TAINT). */
   gate: NodeGate | undefined;
+  repair: RepairController | undefined;
   /** Rejects when something the agent cannot run without fails after start (the installer's loop): exit then. */
   readonly fatal: Promise<never>;
   private failFatal!: (err: unknown) => void;
@@ -250,6 +259,15 @@ export class Agent {
       });
       this.drift.start();
     }
+    if (this.opts.repair?.enabled) {
+      const repair = new RepairController({
+        client: this.client, config: this.opts.repair, resolveNetns: (pod) => this.findNetns(pod),
+        onRepaired: (type, result) => this.metrics.podsRepaired.inc({ type, result }),
+        log: (level, message, fields) => this.log[level](message, fields?.pod ? { pod: fields.pod } : {}),
+      });
+      this.repair = repair;
+      await stage('repair controller', () => repair.start());
+    }
     if (this.opts.install) await stage('cni installer', () => this.startInstaller(this.opts.install!));
     if (this.gate) {
       await stage('node readiness taint', () => this.gate!.untaint());
@@ -305,6 +323,7 @@ export class Agent {
     }
     await this.installer?.stop().catch((err: unknown) => this.log.warn(`stopping the installer: ${(err as Error).message}`));
     await this.drift?.stop();
+    await this.repair?.stop({ timeoutMs: 5000 }).catch((err: unknown) => this.log.warn(`stopping the repair controller: ${(err as Error).message}`));
     await this.cni?.close();
     await this.logSink?.close();
     await this.stopController();

@@ -3,11 +3,13 @@
 // lists every one with its default, generated from the same table.
 import { UsageError } from './args.js';
 import type { Command } from './main.js';
-import { ConfigError, describeSettings, parseAgentConfig } from '../agent/config.js';
+import { ConfigError, describeSettings, parseAgentConfig, SETTINGS } from '../agent/config.js';
 import { describeInstallSettings, INSTALL_SETTINGS, parseInstallConfig } from '../install/config.js';
+import { describeRepairSettings, parseRepairConfig, REPAIR_SETTINGS } from '../repair/config.js';
 
 function usage(): string {
-  const rows = [...describeSettings(), ...describeInstallSettings().filter((s) => !describeSettings().some((a) => a.flag === s.flag))].map((s) => {
+  const seen = new Set<string>();
+  const rows = [...describeSettings(), ...describeInstallSettings(), ...describeRepairSettings()].filter((s) => !seen.has(s.flag) && seen.add(s.flag)).map((s) => {
     const names = s.env ? `${s.env} / ${s.flag}` : s.flag;
     const def = s.default === '' ? '(empty)' : s.default;
     const up = s.upstreamDefault !== undefined ? `; Istio's binary: ${s.upstreamDefault === '' ? '(empty)' : s.upstreamDefault}` : '';
@@ -38,9 +40,11 @@ export const command: Command = {
   async run(argv) {
     let config;
     let install;
+    let repair;
     try {
-      config = parseAgentConfig(process.env, argv, { foreign: INSTALL_SETTINGS });
-      install = parseInstallConfig(process.env, argv);
+      config = parseAgentConfig(process.env, argv, { foreign: [...INSTALL_SETTINGS, ...REPAIR_SETTINGS] });
+      install = parseInstallConfig(process.env, argv, { foreign: [...SETTINGS, ...REPAIR_SETTINGS] });
+      repair = parseRepairConfig(process.env, argv);
       if (!config.ambientEnabled) {
         const fromFlag = argv.some((a) => a.startsWith('--ambient-enabled'));
         throw new ConfigError(fromFlag ? '--ambient-enabled' : 'AMBIENT_ENABLED', 'false', 'podwire agent runs ambient mode (with sidecar pods handled by its plugin); a sidecar-only agent is not supported: set it to true');
@@ -50,7 +54,7 @@ export const command: Command = {
       throw err;
     }
     const { Agent } = await import('../agent/agent.js');
-    const agent = new Agent({ config, install });
+    const agent = new Agent({ config, install, repair });
     let signals = 0;
     const stopped = new Promise<void>((resolve) => {
       const onSignal = (sig: NodeJS.Signals) => {

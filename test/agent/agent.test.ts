@@ -325,6 +325,40 @@ describeKube('podwire agent: DELs queued while it was down', () => {
   }, 60_000);
 });
 
+describeKube('podwire agent: repair', () => {
+  it.skipIf(!privileged('nft'))('a sidecar pod whose istio-validation failed with 126 gets its rules from the repair controller', async () => {
+    const { parseRepairConfig } = await import('../../lib/repair/config.js');
+    const node = await AgentTestNode.create();
+    cleanups.push(() => node.teardown());
+    const admin = adminClient();
+    const ns = await freshNamespace(admin);
+    const env = await node.env();
+    const agent = new Agent({
+      config: await node.config(), repair: parseRepairConfig(env), client: agentClient(),
+      logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
+    });
+    cleanups.push(() => agent.stop({ cleanup: true }));
+    await within('agent start', agent.start(), 30_000);
+    const w = await node.wire();
+    const created = await admin.core.createNamespacedPod({ namespace: ns, body: {
+      metadata: { name: 'broken', annotations: { 'sidecar.istio.io/status': '{}' } },
+      spec: { nodeName: node.name, terminationGracePeriodSeconds: 0, initContainers: [{ name: 'istio-validation', image: 'registry.invalid/p:1' }],
+        containers: [{ name: 'app', image: 'registry.invalid/a:1' }, { name: 'istio-proxy', image: 'registry.invalid/p:1', args: ['proxy', 'sidecar'] }] },
+    } });
+    node.addProcEntry(w.pid, created.metadata!.uid!, w.netnsPath);
+    const { patchPodStatus } = await import('../../lib/kube/pods.js');
+    await patchPodStatus(admin, { namespace: ns, name: 'broken' }, { status: {
+      phase: 'Pending', podIP: w.ip4, podIPs: [{ ip: w.ip4 }],
+      initContainerStatuses: [{ name: 'istio-validation', image: 'registry.invalid/p:1', imageID: '', ready: false, restartCount: 1,
+        state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 126, reason: 'Error' } } }],
+    } });
+    const tables = () => execFileSync('ip', ['netns', 'exec', w.netnsName, 'nft', 'list', 'tables'], { encoding: 'utf8' });
+    await until('sidecar rules programmed by repair', () => tables().includes('istio-proxy-nat'), 15_000);
+    const repaired = (await agent.metrics.podsRepaired.get()).values.find((v) => v.labels.type === 'repair' && v.labels.result === 'success');
+    expect(repaired?.value).toBe(1);
+  }, 60_000);
+});
+
 describe('agent helpers', () => {
   it('parsePrometheusText reads what prom-client writes', async () => {
     const { createAgentMetrics } = await import('../../lib/agent/metrics.js');
