@@ -10,7 +10,7 @@
 // (remove the host rule and sets) → release every netns fd.
 import { existsSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
-import { AmbientController, podIps, type DataplaneLike } from '../ambient/controller.js';
+import { AmbientController, type DataplaneLike } from '../ambient/controller.js';
 import { startCniEndpoint, type CniEndpoint } from '../ambient/cni-endpoint.js';
 import { scanPodNetns } from '../ambient/proc-scan.js';
 import { NodeDataplane } from '../dataplane/node.js';
@@ -260,8 +260,12 @@ export class Agent {
       this.drift.start();
     }
     if (this.opts.repair?.enabled) {
+      const r = this.opts.repair;
+      // The ambient informer already lists and watches exactly this node's pods: share it unless repair selects differently.
+      const shared = r.nodeName === cfg.nodeName && r.fieldSelectors.trim() === '' && r.labelSelectors.trim() === '';
       const repair = new RepairController({
-        client: this.client, config: this.opts.repair, resolveNetns: (pod) => this.findNetns(pod),
+        client: this.client, config: r, resolveNetns: (pod) => this.findNetns(pod),
+        ...(shared ? { sharedPods: controller.pods } : {}),
         onRepaired: (type, result) => this.metrics.podsRepaired.inc({ type, result }),
         log: (level, message, fields) => this.log[level](message, fields?.pod ? { pod: fields.pod } : {}),
       });
@@ -538,4 +542,3 @@ export class Agent {
   }
 }
 
-export { podIps };

@@ -15,7 +15,7 @@ import { NetError } from '../net/errors.js';
 import { PodCache, type CacheEntry } from './pod-cache.js';
 import { InvalidPodError, validatePod } from './pod-info.js';
 import { canonicalIp, ProbeIndex } from './probe-index.js';
-import type { DriftReport, PodInfo, ProbeSet, RuleBackend, ZtunnelSink } from './types.js';
+import type { DriftReport, PodInfo, ProbeEntry, ProbeSet, RuleBackend, ZtunnelSink } from './types.js';
 
 /** Pods reconciled at once by default: each holds a netns fd and a job thread while it runs. */
 export const RECONCILE_CONCURRENCY = 16;
@@ -296,13 +296,7 @@ export class Dataplane {
       drift.push(...rules.drift);
     }
     if (this.opts.ztunnel.knows && !this.opts.ztunnel.knows(pod.uid)) drift.push('ztunnel: pod not acknowledged by any connection');
-    const entries = new Map((await this.probes.list()).map((e) => [e.ip, e.uid]));
-    for (const ip of entry.pod.ips) {
-      if (!this.probes.backend.handles(ip)) continue;
-      const owner = entries.get(canonicalIp(ip));
-      if (owner === undefined) drift.push(`probe set: ${ip} missing`);
-      else if (owner !== pod.uid) drift.push(`probe set: ${ip} belongs to ${owner}`);
-    }
+    drift.push(...this.probeDrift(entry.pod, await this.probeEntries()).drift);
     return { uid: pod.uid, ok: drift.length === 0, drift };
   }
 
@@ -318,6 +312,23 @@ export class Dataplane {
   repair(uid: string, opts: { probeEntries?: ReadonlyMap<string, string> } = {}): Promise<DriftRepair> {
     if (typeof uid !== 'string' || uid.length === 0) return Promise.reject(new InvalidPodError('uid', 'must be a non-empty string'));
     return this.track(uid, () => this.repairLocked(uid, opts.probeEntries));
+  }
+
+  /** How the pod's probe-set entries differ from `entries` (IP → owner): missing IPs, IPs another pod owns. */
+  private probeDrift(pod: PodInfo, entries: ReadonlyMap<string, string>): { drift: string[]; missing: string[]; foreign: ProbeEntry[] } {
+    const out = { drift: [] as string[], missing: [] as string[], foreign: [] as ProbeEntry[] };
+    for (const ip of pod.ips) {
+      if (!this.probes.backend.handles(ip)) continue;
+      const owner = entries.get(canonicalIp(ip));
+      if (owner === undefined) {
+        out.drift.push(`probe set: ${ip} missing`);
+        out.missing.push(ip);
+      } else if (owner !== pod.uid) {
+        out.drift.push(`probe set: ${ip} belongs to ${owner}`);
+        out.foreign.push({ ip, uid: owner });
+      }
+    }
+    return out;
   }
 
   /** The kernel probe set as IP (canonical) → owner UID. */
@@ -345,19 +356,10 @@ export class Dataplane {
       out.drift.push(...rules.drift);
       await attempt('rules', () => ref.use((ns) => this.opts.rules.apply(ns, pod)));
     }
-    const entries = probeEntries ?? await this.probeEntries();
-    const missing: string[] = [];
-    for (const ip of pod.ips) {
-      if (!this.probes.backend.handles(ip)) continue;
-      const owner = entries.get(canonicalIp(ip));
-      if (owner === undefined) {
-        out.drift.push(`probe set: ${ip} missing`);
-        missing.push(ip);
-      } else if (owner !== uid) {
-        out.drift.push(`probe set: ${ip} belongs to ${owner}`);
-        out.failed.push({ part: 'probe-set', error: `${ip} belongs to pod ${owner}` });
-      }
-    }
+    const probes = this.probeDrift(pod, probeEntries ?? await this.probeEntries());
+    out.drift.push(...probes.drift);
+    for (const f of probes.foreign) out.failed.push({ part: 'probe-set', error: `${f.ip} belongs to pod ${f.uid}` });
+    const { missing } = probes;
     if (missing.length) await attempt('probe-set', () => this.probes.upsert(missing, uid, { force: true }));
     const zt = this.opts.ztunnel;
     if (zt.knows && !zt.knows(uid) && (zt.connected?.() ?? true)) {

@@ -54,6 +54,12 @@ export interface AmbientRepairHook {
 }
 
 export interface RepairControllerOptions {
+  /**
+   * An informer of exactly this node's pods that someone else runs and has
+   * synced (the agent's ambient one), used instead of a second list + watch
+   * of the same pods. Only valid without REPAIR_FIELD_SELECTORS / _LABEL_SELECTORS.
+   */
+  sharedPods?: Informer<V1Pod>;
   client: KubeClient;
   config: RepairSettings;
   resolveNetns: RepairNetnsResolver;
@@ -120,6 +126,7 @@ function podIps(pod: V1Pod): string[] {
 
 export class RepairController {
   readonly pods: Informer<V1Pod>;
+  private readonly ownsInformer: boolean;
   readonly queue: WorkQueue<string>;
   readonly stats: RepairStats = { repaired: 0, deleted: 0, labelled: 0, enrolled: 0, failed: 0, rateLimited: 0 };
   readonly deleteLimiter: DeleteRateLimiter;
@@ -153,7 +160,11 @@ export class RepairController {
     const clock = opts.clock ?? realClock;
     this.deleteLimiter = new DeleteRateLimiter(cfg.deleteRatePerMinute, clock);
     const fieldSelector = [cfg.fieldSelectors.trim(), `spec.nodeName=${cfg.nodeName}`].filter((s) => s !== '').join(',');
-    this.pods = new Informer(opts.client, PODS, {
+    this.ownsInformer = !opts.sharedPods;
+    if (opts.sharedPods && (cfg.fieldSelectors.trim() !== '' || cfg.labelSelectors.trim() !== '')) {
+      throw new TypeError('sharedPods cannot be used with REPAIR_FIELD_SELECTORS or REPAIR_LABEL_SELECTORS');
+    }
+    this.pods = opts.sharedPods ?? new Informer(opts.client, PODS, {
       fieldSelector,
       ...(cfg.labelSelectors.trim() !== '' ? { labelSelector: cfg.labelSelectors.trim() } : {}),
       ...(opts.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: opts.watchTimeoutSeconds } : {}),
@@ -179,7 +190,7 @@ export class RepairController {
       this.pods.on('delete', enqueue),
       this.pods.on('error', (err) => this.log('warn', `repair: pod informer: ${message(err)}`, { error: err })),
     );
-    await this.pods.start().synced;
+    if (this.ownsInformer) await this.pods.start().synced;
     this.running = true;
     for (const p of this.pods.list()) this.queue.add(keyOf(p));
   }
@@ -188,7 +199,7 @@ export class RepairController {
   async stop(opts: { timeoutMs?: number } = {}): Promise<void> {
     this.running = false;
     for (const u of this.unsubscribe.splice(0)) u();
-    await this.pods.stop();
+    if (this.ownsInformer) await this.pods.stop();
     await this.queue.shutdown(opts);
   }
 

@@ -339,6 +339,7 @@ describeKube('podwire agent: repair', () => {
     });
     cleanups.push(() => agent.stop({ cleanup: true }));
     await within('agent start', agent.start(), 30_000);
+    expect(agent.repair!.pods).toBe(agent.controller!.pods);  // one list + watch of this node's pods, not two
     const w = await node.wire();
     const created = await admin.core.createNamespacedPod({ namespace: ns, body: {
       metadata: { name: 'broken', annotations: { 'sidecar.istio.io/status': '{}' } },

@@ -32,6 +32,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CriClient, NamespaceMode, type PodSandboxConfigT } from './cri.js';
 import { pauseImage, type BuiltImage } from './oci-image.js';
+import { processAlive } from '../../lib/demo/leftovers.js';
 
 /** What startContainerd needs on the machine (root too). */
 export const CONTAINERD_TOOLS = ['containerd', 'containerd-shim-runc-v2', 'runc', 'ctr', 'tini', 'nsenter', 'unshare', 'setpriv', 'cc'];
@@ -286,24 +287,6 @@ export function resolveUnder(root: string, path: string): string {
   return join(root, ...done);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as { code?: string }).code === 'EPERM';
-  }
-}
-
-/** Alive and not a zombie (a zombie's parent may be a slow reaper: this machine's pid 1). */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 function childrenOf(pid: number): number[] {
   try {
@@ -400,7 +383,7 @@ async function retry<T>(what: string, timeoutMs: number, fn: () => T): Promise<T
 export function sweepContainerdLeftovers(): void {
   const dead = (name: string): boolean => {
     const pid = /^pwt-(?:ctrd|cri)-(\d+)-/.exec(name)?.[1];
-    return pid !== undefined && !alive(Number(pid));
+    return pid !== undefined && !processAlive(Number(pid));
   };
   try {
     for (const e of readdirSync(tmpdir())) if (dead(e)) rmSync(join(tmpdir(), e), { recursive: true, force: true });
@@ -489,7 +472,7 @@ export async function startContainerd(opts: StartContainerdOptions): Promise<Con
         clearTimeout(timer);
       }
       if (initPid) await retry('waiting for the namespace init to go', 10_000, () => {
-        if (running(initPid) && comm(initPid) === 'tini') throw new Error(`pid ${initPid} still running`);
+        if (processAlive(initPid) && comm(initPid) === 'tini') throw new Error(`pid ${initPid} still running`);
       }).catch((e: Error) => problems.push(e.message));
       // 3. Cgroups (kept by the kernel until their tasks are reaped: retry a little).
       for (const m of cgroupMounts()) {

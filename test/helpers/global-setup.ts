@@ -5,15 +5,8 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { sweepContainerdLeftovers } from './containerd.js';
+import { processAlive } from '../../lib/demo/leftovers.js';
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as { code?: string }).code === 'EPERM';
-  }
-}
 
 function sweep(): void {
   let names: string[] = [];
@@ -24,7 +17,7 @@ function sweep(): void {
   }
   for (const name of names) {
     const pid = /^pwt-(?:[a-z]+-)*(\d+)/.exec(name)?.[1];
-    if (pid !== undefined && alive(Number(pid))) continue;
+    if (pid !== undefined && processAlive(Number(pid))) continue;
     try {
       execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
     } catch {
