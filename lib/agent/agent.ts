@@ -39,6 +39,7 @@ import { CURRENT_VERSION } from '../cni/version.js';
 import { Installer } from '../install/installer.js';
 import { NodeGate } from './node-gate.js';
 import { RepairController } from '../repair/controller.js';
+import { ambientRepairHook } from './ambient-repair.js';
 import type { RepairConfig } from '../repair/config.js';
 import type { InstallConfig } from '../install/config.js';
 
@@ -266,6 +267,7 @@ export class Agent {
       const repair = new RepairController({
         client: this.client, config: r, resolveNetns: (pod) => this.findNetns(pod),
         ...(shared ? { sharedPods: controller.pods } : {}),
+        ambient: ambientRepairHook(controller, (pod) => this.findNetns(pod)),
         onRepaired: (type, result) => this.metrics.podsRepaired.inc({ type, result }),
         log: (level, message, fields) => this.log[level](message, fields?.pod ? { pod: fields.pod } : {}),
       });

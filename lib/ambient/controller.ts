@@ -168,6 +168,22 @@ export class AmbientController {
     return this.enrolled.has(uid);
   }
 
+  /** Whether the pod is selected for ambient, judged with the cached namespace (false when not cached). */
+  selects(pod: V1Pod): boolean {
+    const ns = this.namespaces.get(pod.metadata?.namespace ?? '');
+    if (!ns) return false;
+    try {
+      return decideAmbient(pod, ns, this.opts.policy).enroll;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Enrolled by this controller, or held by the dataplane (CNI path, startup snapshot). */
+  holds(uid: string): boolean {
+    return this.known(uid) !== undefined;
+  }
+
   /** What this controller or the dataplane enrolled for a UID (their IPs for removal). */
   private known(uid: string): PodInfo | undefined {
     return this.enrolled.get(uid) ?? this.opts.dataplane.enrolled?.(uid);

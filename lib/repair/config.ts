@@ -10,6 +10,7 @@ import {
   Bad, bool, ConfigError, describeTable, readSettings, SETTINGS,
   type Env, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
 } from '../agent/config.js';
+import { parseGoDuration } from '../agent/duration.js';
 import { INSTALL_SETTINGS } from '../install/config.js';
 
 export interface RepairConfig {
@@ -40,6 +41,10 @@ export interface RepairConfig {
   labelValue: string;
   /** podwire REPAIR_DELETE_RATE: at most this many deletes per minute (evenly spaced, no burst). */
   deleteRatePerMinute: number;
+  /** podwire REPAIR_RESYNC_INTERVAL: every cached pod is evaluated again this often (ms; 0 = only on pod events). */
+  resyncMs: number;
+  /** podwire REPAIR_AMBIENT_GRACE: how long an ambient pod must stay unenrolled before repair acts (ms). */
+  ambientGraceMs: number;
   /** NATIVE_NFTABLES (the agent's setting): the repair action programs nftables instead of iptables. */
   nativeNftables: boolean;
 }
@@ -47,7 +52,7 @@ export interface RepairConfig {
 type Key =
   | 'enabled' | 'repairNodeName' | 'nodeName' | 'fieldSelectors' | 'labelSelectors' | 'sidecarAnnotation'
   | 'initContainerName' | 'initTerminationMessage' | 'initExitCode' | 'repairPods' | 'deletePods' | 'labelPods'
-  | 'labelKey' | 'labelValue' | 'deleteRatePerMinute' | 'nativeNftables';
+  | 'labelKey' | 'labelValue' | 'deleteRatePerMinute' | 'resyncMs' | 'ambientGraceMs' | 'nativeNftables';
 
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
@@ -106,6 +111,21 @@ function ratePerMinute(raw: string): number {
   return n;
 }
 
+/** A Go duration of at least `minMs` (or 0 when `zeroOff`). */
+function duration(minMs: number, zeroOff: boolean) {
+  return (raw: string): number => {
+    let ms: number;
+    try {
+      ms = parseGoDuration(raw);
+    } catch (err) {
+      throw new Bad((err as Error).message);
+    }
+    if (ms < 0) throw new Bad('must not be negative');
+    if (ms < minMs && !(zeroOff && ms === 0)) throw new Bad(`must be ${zeroOff ? '0 (off) or ' : ''}at least ${minMs / 1000}s`);
+    return ms;
+  };
+}
+
 /** The agent's own entries of the settings both read. */
 function shared(key: string): SettingSpec<Key> {
   const s = SETTINGS.find((x) => x.key === key);
@@ -129,6 +149,8 @@ export const REPAIR_SETTINGS: readonly SettingSpec<Key>[] = [
   { key: 'labelKey', env: 'REPAIR_BROKEN_POD_LABEL_KEY', flag: '--repair-broken-pod-label-key', default: 'cni.istio.io/uninitialized', description: 'label key set on broken pods', parse: qualifiedName },
   { key: 'labelValue', env: 'REPAIR_BROKEN_POD_LABEL_VALUE', flag: '--repair-broken-pod-label-value', default: 'true', emptyIsValue: true, description: 'label value set on broken pods', parse: labelValue },
   { key: 'deleteRatePerMinute', env: 'REPAIR_DELETE_RATE', flag: '--repair-delete-rate', default: '10', podwire: true, description: 'podwire: at most this many broken pods deleted per minute, evenly spaced (upstream: unlimited)', parse: ratePerMinute },
+  { key: 'resyncMs', env: 'REPAIR_RESYNC_INTERVAL', flag: '--repair-resync-interval', default: '60s', podwire: true, description: 'podwire: how often every pod of the node is evaluated again, so a pod whose repair gave up is tried again (Go duration; 0 = only on pod events)', parse: duration(1000, true) },
+  { key: 'ambientGraceMs', env: 'REPAIR_AMBIENT_GRACE', flag: '--repair-ambient-grace', default: '10s', podwire: true, description: 'podwire: how long a running pod selected for ambient must stay unenrolled before repair enrolls it (the agent\'s own enrollment goes first; Go duration)', parse: duration(0, true) },
   shared('nodeName'),
   shared('nativeNftables'),
 ];
@@ -159,6 +181,8 @@ export function parseRepairConfig(env: Env = process.env, argv: readonly string[
     labelKey: v.labelKey as string,
     labelValue: v.labelValue as string,
     deleteRatePerMinute: v.deleteRatePerMinute as number,
+    resyncMs: v.resyncMs as number,
+    ambientGraceMs: v.ambientGraceMs as number,
     nativeNftables: v.nativeNftables as boolean,
   };
   // Upstream's informer would select every unscheduled pod of the cluster; intended: refuse.

@@ -13,8 +13,11 @@
 //   LabelBrokenPod.
 //
 // Beyond upstream, with the optional `ambient` hook: a Running pod that should be enrolled in
-// ambient but is not is enrolled in place (type=repair); when enrolling fails non-retryably it is
-// deleted or labelled per the same options. Every outcome is reported as (type, result) for
+// ambient but has stayed unenrolled for REPAIR_AMBIENT_GRACE (the agent's own enrollment goes
+// first) is enrolled in place (type=repair); when enrolling fails non-retryably it is deleted or
+// labelled per the same options. Every REPAIR_RESYNC_INTERVAL the pods that still need work (broken
+// and not repaired or labelled, or unenrolled) are queued again: a repair given up after 5 runs, or
+// a pod whose netns appeared only later, gets another chance without waiting for a pod event. Every outcome is reported as (type, result) for
 // `istio_cni_repair_pods_repaired_total`. A pod bound to another node is never acted on.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from '../kube/client.js';
@@ -41,7 +44,12 @@ export const REPAIR_MAX_ATTEMPTS = 5;
 /** What RepairController needs of the configuration (lib/repair/config.ts RepairConfig satisfies it). */
 export type RepairSettings = Pick<RepairConfig,
   'nodeName' | 'fieldSelectors' | 'labelSelectors' | 'sidecarAnnotation' | 'initContainerName' | 'initTerminationMessage'
-  | 'initExitCode' | 'repairPods' | 'deletePods' | 'labelPods' | 'labelKey' | 'labelValue' | 'deleteRatePerMinute' | 'nativeNftables'>;
+  | 'initExitCode' | 'repairPods' | 'deletePods' | 'labelPods' | 'labelKey' | 'labelValue' | 'deleteRatePerMinute' | 'nativeNftables'>
+  & Partial<Pick<RepairConfig, 'resyncMs' | 'ambientGraceMs'>>;
+
+/** Defaults of the optional settings (as REPAIR_SETTINGS). */
+const DEFAULT_RESYNC_MS = 60_000;
+const DEFAULT_AMBIENT_GRACE_MS = 10_000;
 
 /** Where a pod's netns is (production: the agent's /proc scan with the ownership check); undefined: not found. */
 export type RepairNetnsResolver = (pod: V1Pod) => string | undefined | Promise<string | undefined>;
@@ -138,6 +146,10 @@ export class RepairController {
   private readonly program: typeof defaultProgramSidecar;
   /** namespace/name → UID repaired in place (upstream's map; dropped when the pod goes). */
   private readonly repairedUid = new Map<string, string>();
+  /** namespace/name → since when (clock ms) that UID was seen selected for ambient but unenrolled. */
+  private readonly unenrolledSince = new Map<string, { uid: string; since: number }>();
+  private readonly clock: Clock;
+  private resyncTimer: unknown;
   private readonly unsubscribe: Array<() => void> = [];
   private started = false;
   private running = false;
@@ -158,6 +170,7 @@ export class RepairController {
     this.log = opts.log ?? (() => undefined);
     this.program = opts.programSidecar ?? defaultProgramSidecar;
     const clock = opts.clock ?? realClock;
+    this.clock = clock;
     this.deleteLimiter = new DeleteRateLimiter(cfg.deleteRatePerMinute, clock);
     const fieldSelector = [cfg.fieldSelectors.trim(), `spec.nodeName=${cfg.nodeName}`].filter((s) => s !== '').join(',');
     this.ownsInformer = !opts.sharedPods;
@@ -193,11 +206,43 @@ export class RepairController {
     if (this.ownsInformer) await this.pods.start().synced;
     this.running = true;
     for (const p of this.pods.list()) this.queue.add(keyOf(p));
+    this.scheduleResync();
+  }
+
+  /** Queues again, every resync interval, the cached pods that still need work. */
+  private scheduleResync(): void {
+    const every = this.cfg.resyncMs ?? DEFAULT_RESYNC_MS;
+    if (every <= 0) return;
+    this.resyncTimer = this.clock.setTimeout(() => {
+      if (!this.running) return;
+      for (const p of this.pods.list()) if (this.needsWork(p)) this.queue.add(keyOf(p));
+      this.scheduleResync();
+    }, every);
+  }
+
+  /** Whether a resync should queue the pod: broken and not yet repaired/labelled, or an unenrolled ambient pod. */
+  private needsWork(pod: V1Pod): boolean {
+    if (pod.spec?.nodeName !== this.cfg.nodeName || pod.metadata?.deletionTimestamp) return false;
+    const key = keyOf(pod);
+    if (isBrokenPod(pod, this.filter)) {
+      if (this.cfg.repairPods) return this.repairedUid.get(key) !== pod.metadata?.uid;
+      if (this.cfg.deletePods) return true;
+      return this.cfg.labelPods && !Object.prototype.hasOwnProperty.call(pod.metadata?.labels ?? {}, this.cfg.labelKey);
+    }
+    return this.ambientCandidate(pod);
+  }
+
+  /** A Running pod with IPs that the hook says should be enrolled and is not. */
+  private ambientCandidate(pod: V1Pod): boolean {
+    const amb = this.opts.ambient;
+    return !!amb && pod.status?.phase === 'Running' && podIps(pod).length > 0 && amb.shouldBeEnrolled(pod) && !amb.isEnrolled(pod.metadata?.uid ?? '');
   }
 
   /** Stops the informer and the queue (waiting for a run in flight, up to timeoutMs). */
   async stop(opts: { timeoutMs?: number } = {}): Promise<void> {
     this.running = false;
+    if (this.resyncTimer !== undefined) this.clock.clearTimeout(this.resyncTimer);
+    this.resyncTimer = undefined;
     for (const u of this.unsubscribe.splice(0)) u();
     if (this.ownsInformer) await this.pods.stop();
     await this.queue.shutdown(opts);
@@ -218,6 +263,7 @@ export class RepairController {
     const pod = this.pods.get(key.slice(slash + 1), key.slice(0, slash));
     if (!pod) {
       this.repairedUid.delete(key);
+      this.unenrolledSince.delete(key);
       return;
     }
     // The informer is field-selected on the node; checked again so nothing else is ever touched.
@@ -231,11 +277,22 @@ export class RepairController {
       else await this.fallback(pod, 'broken');
       return;
     }
-    const amb = this.opts.ambient;
-    if (amb && pod.status?.phase === 'Running' && podIps(pod).length > 0 && amb.shouldBeEnrolled(pod) && !amb.isEnrolled(pod.metadata?.uid ?? '')) {
-      if (this.cfg.repairPods) await this.repairAmbient(pod);
-      else await this.fallback(pod, 'not enrolled in ambient');
+    if (!this.ambientCandidate(pod)) {
+      this.unenrolledSince.delete(key);
+      return;
     }
+    // The agent enrolls the pod itself (CNI ADD, its informer): repair only what stays unenrolled.
+    const uid = pod.metadata?.uid ?? '';
+    const now = this.clock.now();
+    let seen = this.unenrolledSince.get(key);
+    if (seen?.uid !== uid) this.unenrolledSince.set(key, (seen = { uid, since: now }));
+    const wait = seen.since + (this.cfg.ambientGraceMs ?? DEFAULT_AMBIENT_GRACE_MS) - now;
+    if (wait > 0) {
+      this.queue.addAfter(key, wait);
+      return;
+    }
+    if (this.cfg.repairPods) await this.repairAmbient(pod);
+    else await this.fallback(pod, 'not enrolled in ambient');
   }
 
   /** Delete, else label, per the options; nothing when neither is enabled. */

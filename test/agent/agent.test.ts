@@ -360,6 +360,43 @@ describeKube('podwire agent: repair', () => {
   }, 60_000);
 });
 
+describeKube('podwire agent: ambient repair', () => {
+  it.skipIf(!privileged('nft'))('a running ambient pod the agent could not enroll (no netns found) is enrolled by the repair controller once its netns appears: traffic captured', async () => {
+    const { parseRepairConfig } = await import('../../lib/repair/config.js');
+    const node = await AgentTestNode.create();
+    cleanups.push(() => node.teardown());
+    const admin = adminClient();
+    const ns = await freshNamespace(admin, { 'istio.io/dataplane-mode': 'ambient' });
+    cleanups.push(() => removeNamespace(admin, ns));
+    const env = await node.env({ REPAIR_AMBIENT_GRACE: '1s', REPAIR_RESYNC_INTERVAL: '1s' });
+    const agent = new Agent({
+      config: await node.config(), repair: parseRepairConfig(env), client: agentClient(),
+      logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
+    });
+    cleanups.push(() => agent.stop({ cleanup: true }));
+    const peer = new ZtunnelPeer({ path: node.zdsPath, backoffMaxMs: 200 });
+    cleanups.push(() => peer.stop());
+    // Running before the agent starts, but no process of it is in /proc: the informer path fails for good.
+    const pod = await node.addPod(ns, 'late-netns', {}, { procEntry: false });
+    await within('agent start', agent.start(), 30_000);
+    peer.start();
+    await until('enrollment failed event', async () => (await admin.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${pod.name}` }))
+      .items.some((e) => e.reason === 'EnrollFailed'), 10_000);
+    expect(await annotation(pod)).toBeUndefined();
+    expect(await outbound(node, pod)).toBe('direct');
+    await new Promise((r) => setTimeout(r, 1_500));  // past the grace: repair finds no netns either
+    expect(agent.node!.dataplane.cache.has(pod.uid)).toBe(false);
+
+    node.addProcEntry(pod.pid, pod.uid, pod.netnsPath);  // the sandbox is visible now: the next resync repairs
+    await until('annotated enabled by repair', async () => (await annotation(pod)) === 'enabled', 15_000);
+    expect(await outbound(node, pod)).toBe('captured');
+    expect(peer.active.has(pod.uid)).toBe(true);
+    const values = (await agent.metrics.podsRepaired.get()).values;
+    expect(values.find((v) => v.labels.type === 'repair' && v.labels.result === 'success')?.value).toBe(1);
+    expect(agent.repair!.stats.enrolled).toBe(1);
+  }, 60_000);
+});
+
 describe('agent helpers', () => {
   it('parsePrometheusText reads what prom-client writes', async () => {
     const { createAgentMetrics } = await import('../../lib/agent/metrics.js');

@@ -125,12 +125,15 @@ export class AgentTestNode {
     rmSync(join(this.procRoot, String(pid)), { recursive: true, force: true });
   }
 
-  /** A running pod: netns + veth, Pod bound to this node, status Running with its IPs, proc entry. */
-  async addPod(namespace: string, name: string, labels: Record<string, string> = {}): Promise<TestPod> {
+  /**
+   * A running pod: netns + veth, Pod bound to this node, status Running with its IPs, proc entry
+   * (`procEntry: false`: none, so no /proc scan finds its netns until addProcEntry).
+   */
+  async addPod(namespace: string, name: string, labels: Record<string, string> = {}, opts: { procEntry?: boolean } = {}): Promise<TestPod> {
     const w = await this.wire();
     const created = await createPod(this.admin, namespace, name, this.name, labels);
     // As on a node: the sandbox's process exists before the kubelet reports the pod Running.
-    this.addProcEntry(w.pid, created.metadata!.uid!, w.netnsPath);
+    if (opts.procEntry !== false) this.addProcEntry(w.pid, created.metadata!.uid!, w.netnsPath);
     let object: V1Pod;
     try {
       object = await patchPodStatus(this.admin, { namespace, name }, {

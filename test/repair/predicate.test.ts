@@ -56,15 +56,16 @@ describe('REPAIR_* settings', () => {
     expect(parseRepairConfig({ NODE_NAME: 'n1' })).toEqual({
       enabled: true, nodeName: 'n1', fieldSelectors: '', labelSelectors: '', sidecarAnnotation: 'sidecar.istio.io/status',
       initContainerName: 'istio-validation', initTerminationMessage: '', initExitCode: 126, repairPods: true, deletePods: false,
-      labelPods: false, labelKey: 'cni.istio.io/uninitialized', labelValue: 'true', deleteRatePerMinute: 10, nativeNftables: false,
+      labelPods: false, labelKey: 'cni.istio.io/uninitialized', labelValue: 'true', deleteRatePerMinute: 10, resyncMs: 60_000, ambientGraceMs: 10_000,
+      nativeNftables: false,
     });
   });
   it('env and flags (flag wins); REPAIR_NODE_NAME over NODE_NAME; agent and installer flags skipped', () => {
     const c = parseRepairConfig(
       { NODE_NAME: 'n1', REPAIR_NODE_NAME: 'n2', REPAIR_DELETE_PODS: 'true', REPAIR_REPAIR_PODS: 'false', REPAIR_INIT_CONTAINER_EXIT_CODE: '1', REPAIR_SIDECAR_ANNOTATION: '' },
-      ['--repair-delete-rate=2.5', '--ambient-ipv6=false', '--mounted-cni-net-dir', '/x', '--repair-broken-pod-label-key=a.b/c', '--native-nftables'],
+      ['--repair-delete-rate=2.5', '--repair-resync-interval=0', '--repair-ambient-grace=1m30s', '--ambient-ipv6=false', '--mounted-cni-net-dir', '/x', '--repair-broken-pod-label-key=a.b/c', '--native-nftables'],
     );
-    expect(c).toMatchObject({ nodeName: 'n2', deletePods: true, repairPods: false, initExitCode: 1, sidecarAnnotation: '', deleteRatePerMinute: 2.5, labelKey: 'a.b/c', nativeNftables: true });
+    expect(c).toMatchObject({ nodeName: 'n2', deletePods: true, repairPods: false, initExitCode: 1, sidecarAnnotation: '', deleteRatePerMinute: 2.5, labelKey: 'a.b/c', nativeNftables: true, resyncMs: 0, ambientGraceMs: 90_000 });
   });
   it('bad values are ConfigErrors naming the setting', () => {
     const bad: Array<[Record<string, string>, string]> = [
@@ -74,6 +75,9 @@ describe('REPAIR_* settings', () => {
       [{ REPAIR_BROKEN_POD_LABEL_KEY: 'a/b/c!' }, 'REPAIR_BROKEN_POD_LABEL_KEY'],
       [{ REPAIR_FIELD_SELECTORS: 'status.phase' }, 'REPAIR_FIELD_SELECTORS'],
       [{ REPAIR_FIELD_SELECTORS: 'spec.nodeName=x' }, 'REPAIR_FIELD_SELECTORS'],
+      [{ REPAIR_RESYNC_INTERVAL: '500ms' }, 'REPAIR_RESYNC_INTERVAL'],
+      [{ REPAIR_RESYNC_INTERVAL: '60' }, 'REPAIR_RESYNC_INTERVAL'],
+      [{ REPAIR_AMBIENT_GRACE: '-1s' }, 'REPAIR_AMBIENT_GRACE'],
     ];
     for (const [env, setting] of bad) {
       let e: unknown;
