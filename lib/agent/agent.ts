@@ -38,7 +38,7 @@ import { CniPlugin, type CniReply } from '../cni/plugin.js';
 import { CURRENT_VERSION } from '../cni/version.js';
 import { Installer } from '../install/installer.js';
 import { NodeGate } from './node-gate.js';
-import { RepairController } from '../repair/controller.js';
+import { checkRepairAccess, RepairController } from '../repair/controller.js';
 import { ambientRepairHook } from './ambient-repair.js';
 import type { RepairConfig } from '../repair/config.js';
 import type { InstallConfig } from '../install/config.js';
@@ -184,6 +184,8 @@ export class Agent {
       });
       this.log.info(`node ${cfg.nodeName} tainted ${cfg.nodeReadinessTaintKey}:NoSchedule until the agent is ready`);
     }
+    // The repair actions' RBAC is checked now, not once the agent is otherwise ready: a missing grant fails the start at once.
+    if (this.opts.repair?.enabled) await stage('repair permissions', () => checkRepairAccess(this.client, this.opts.repair!, (l, m) => this.log[l](m)));
 
     // Host work happens in the node's netns: ours (hostNetwork), or <proc root>/1/ns/net when we are not in it.
     this.host = await stage('host netns', () => cfg.allowSwitchToHostNs ? Netns.open(`${cfg.hostProcRoot}/1/ns/net`) : Netns.current());

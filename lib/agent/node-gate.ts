@@ -18,7 +18,8 @@
 // Failure mode (document it): the taint outlives an agent that is gone for
 // good (DaemonSet removed, node unlabelled). Remove it by hand with
 // `kubectl taint nodes <node> cni.podwire.io/not-ready:NoSchedule-`.
-import { AuthorizationV1Api, PatchStrategy, type V1Node, type V1Taint } from '@kubernetes/client-node';
+import { PatchStrategy, type V1Node, type V1Taint } from '@kubernetes/client-node';
+import { missingAccess } from '../kube/access.js';
 import type { KubeClient } from '../kube/client.js';
 import { isKubeError, KubeError } from '../kube/errors.js';
 import { sleep, withRetry } from '../kube/retry.js';
@@ -71,7 +72,6 @@ export class NodeGate {
   readonly effect: 'NoSchedule';
   private readonly log: NodeGateOptions['log'];
   private readonly conflictAttempts: number;
-  private authz: AuthorizationV1Api | undefined;
 
   constructor(opts: NodeGateOptions) {
     if (!opts.nodeName) throw new TypeError('NodeGate: nodeName is required');
@@ -175,17 +175,8 @@ export class NodeGate {
       missing, cause === undefined ? undefined : { cause });
   }
 
-  private async reviewAccess(): Promise<string[]> {
-    this.authz ??= this.client.kubeConfig.makeApiClient(AuthorizationV1Api);
-    const authz = this.authz;
-    const results = await Promise.all(NEEDED.map(async (verb) => {
-      const r = await withRetry(() => this.client.call({ verb: 'create', resource: 'selfsubjectaccessreviews' },
-        (o) => authz.createSelfSubjectAccessReview({
-          body: { spec: { resourceAttributes: { group: '', resource: 'nodes', verb, name: this.nodeName } } },
-        }, o)));
-      return r.status?.allowed ? undefined : `nodes/${verb}`;
-    }));
-    return results.filter((m): m is string => m !== undefined);
+  private reviewAccess(): Promise<string[]> {
+    return missingAccess(this.client, NEEDED.map((verb) => ({ resource: 'nodes', verb, name: this.nodeName })));
   }
 
   private async probeAccess(): Promise<string[]> {

@@ -15,4 +15,6 @@ export type { ResourceSpec, ListQuery, PodInformerOptions } from './resources.js
 export { getPod, patchPodMetadata, patchPodStatus, annotatePodViaStatus, deletePod } from './pods.js';
 export type { PodRef, MetadataPatch, GetOptions, DeletePodOptions } from './pods.js';
 export { createPodEvent } from './events.js';
+export { missingAccess, accessLabel } from './access.js';
+export type { AccessAttributes } from './access.js';
 export type { PodEvent, PodIdentity } from './events.js';

@@ -21,6 +21,7 @@
 // `istio_cni_repair_pods_repaired_total`. A pod bound to another node is never acted on.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from '../kube/client.js';
+import { missingAccess, type AccessAttributes } from '../kube/access.js';
 import { isConflict, isKubeError, isNotFound } from '../kube/errors.js';
 import { createPodEvent } from '../kube/events.js';
 import { Informer } from '../kube/informer.js';
@@ -91,6 +92,40 @@ export class RepairError extends Error {
   constructor(readonly code: RepairErrorCode, readonly pod: string, readonly retryable: boolean, message: string, options?: { cause?: unknown }) {
     super(`repair ${pod}: ${message}`, options);
   }
+}
+
+/** The agent's identity lacks a permission an enabled action needs (checked at start); `missing` as `pods/delete`. */
+export class RepairRbacError extends Error {
+  override readonly name = 'RepairRbacError';
+  readonly code = 'ERR_REPAIR_RBAC';
+  constructor(readonly missing: readonly string[], options?: { cause?: unknown }) {
+    super(`repair: the agent lacks RBAC permission ${missing.join(' and ')} in every namespace ` +
+      `(bind ClusterRole podwire-agent-repair-delete, scripts/kube/rbac.mjs, to the agent's ServiceAccount, or turn the action off)`, options);
+  }
+}
+
+/**
+ * The permissions the enabled actions need, asked of the apiserver: delete needs `delete pods` in
+ * every namespace, label `patch pods/status` (the agent's base role has that). Rejects with
+ * RepairRbacError naming what is missing; when reviews themselves are refused, logs and resolves
+ * (a refused action then fails, typed, when it is tried).
+ */
+export async function checkRepairAccess(
+  client: KubeClient, cfg: Pick<RepairSettings, 'deletePods' | 'labelPods'>, log?: RepairControllerOptions['log'],
+): Promise<void> {
+  const wanted: AccessAttributes[] = [];
+  if (cfg.deletePods) wanted.push({ resource: 'pods', verb: 'delete' });
+  if (cfg.labelPods) wanted.push({ resource: 'pods', subresource: 'status', verb: 'patch' });
+  if (wanted.length === 0) return;
+  let missing: string[];
+  try {
+    missing = await missingAccess(client, wanted);
+  } catch (err) {
+    if (!isKubeError(err, 'Forbidden') && !isKubeError(err, 'NotFound')) throw err;
+    log?.('warn', `repair: cannot review the agent's permissions (${message(err)}); a refused action fails when it is tried`);
+    return;
+  }
+  if (missing.length) throw new RepairRbacError(missing);
 }
 
 /**
@@ -192,10 +227,14 @@ export class RepairController {
     });
   }
 
-  /** Starts the informer; resolves once it has synced and every cached pod is queued. */
+  /**
+   * Checks the permissions the enabled actions need (RepairRbacError), starts the informer;
+   * resolves once it has synced and every cached pod is queued.
+   */
   async start(): Promise<void> {
     if (this.started) throw new Error('RepairController: already started');
     this.started = true;
+    await checkRepairAccess(this.opts.client, this.cfg, this.log);
     const enqueue = (p: V1Pod) => { if (this.running) this.queue.add(keyOf(p)); };
     this.unsubscribe.push(
       this.pods.on('add', enqueue),

@@ -18,7 +18,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ensureBinaries } from './build.mjs';
-import { AGENT_CLUSTER_ROLE } from './rbac.mjs';
+import { AGENT_CLUSTER_ROLE, AGENT_CLUSTER_ROLES } from './rbac.mjs';
 
 export const AGENT_NAMESPACE = 'istio-system';
 export const AGENT_SERVICE_ACCOUNT = 'podwire-agent';
@@ -255,7 +255,7 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
   };
 }
 
-// The agent's identity: its namespace, ServiceAccount, ClusterRole and binding.
+// The agent's identity: its namespace, ServiceAccount, ClusterRoles and the base role's binding.
 async function setupRbac(admin) {
   const must = async (what, r) => {
     const res = await r;
@@ -264,7 +264,8 @@ async function setupRbac(admin) {
   await must('namespace', admin('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: AGENT_NAMESPACE } }));
   await must('serviceaccount', admin('POST', `/api/v1/namespaces/${AGENT_NAMESPACE}/serviceaccounts`,
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_SERVICE_ACCOUNT } }));
-  await must('clusterrole', admin('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', AGENT_CLUSTER_ROLE));
+  // All roles exist; only the base one is bound to the agent (tests bind the others to identities of their own).
+  for (const role of AGENT_CLUSTER_ROLES) await must(`clusterrole ${role.metadata.name}`, admin('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', role));
   await must('clusterrolebinding', admin('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
     apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: AGENT_CLUSTER_ROLE.metadata.name },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: AGENT_CLUSTER_ROLE.metadata.name },

@@ -1,9 +1,11 @@
-// The ClusterRole the node agent gets: what Istio's istio-cni chart grants
+// The ClusterRoles the node agent gets: what Istio's istio-cni chart grants
 // (clusterrole.yaml: base + ambient), least privilege, plus Events so the
-// agent can report an enrollment failure on the pod. No pod delete and no
-// pod label patch: those belong to the repair controller's own role, granted
-// only in the repair mode that needs them. The chart (deploy/) will use the
-// same rules; tests check the agent is refused what is not here.
+// agent can report an enrollment failure on the pod. The labelling repair
+// action writes through pods/status, which the base role already has. Pod
+// delete and node patch are separate roles, bound only when the feature that
+// needs them is on (REPAIR_DELETE_PODS, NODE_READINESS_TAINT); the agent
+// checks them at start and names what is missing. The chart (deploy/) will use
+// the same rules; tests check the agent is refused what is not here.
 export const AGENT_CLUSTER_ROLE = {
   apiVersion: 'rbac.authorization.k8s.io/v1',
   kind: 'ClusterRole',
@@ -16,3 +18,26 @@ export const AGENT_CLUSTER_ROLE = {
     { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
   ],
 };
+
+/** REPAIR_DELETE_PODS=true: the repair controller deletes broken pods (of its node, in any namespace). */
+export const REPAIR_DELETE_CLUSTER_ROLE = {
+  apiVersion: 'rbac.authorization.k8s.io/v1',
+  kind: 'ClusterRole',
+  metadata: { name: 'podwire-agent-repair-delete' },
+  rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['delete'] }],
+};
+
+/**
+ * NODE_READINESS_TAINT=true: the agent edits its own Node's taints. RBAC cannot say "its own
+ * node" for a DaemonSet's one ServiceAccount, so this grants patch on every Node; a chart that
+ * cares more can run one ServiceAccount per node with resourceNames.
+ */
+export const NODE_TAINT_CLUSTER_ROLE = {
+  apiVersion: 'rbac.authorization.k8s.io/v1',
+  kind: 'ClusterRole',
+  metadata: { name: 'podwire-agent-node-taint' },
+  rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'patch'] }],
+};
+
+/** Every ClusterRole, the base first. */
+export const AGENT_CLUSTER_ROLES = [AGENT_CLUSTER_ROLE, REPAIR_DELETE_CLUSTER_ROLE, NODE_TAINT_CLUSTER_ROLE];

@@ -360,6 +360,27 @@ describeKube('podwire agent: repair', () => {
   }, 60_000);
 });
 
+describeKube('podwire agent: repair permissions', () => {
+  it('REPAIR_DELETE_PODS without delete pods in the agent\'s RBAC: the start fails before anything else, naming it', async () => {
+    const { parseRepairConfig, } = await import('../../lib/repair/config.js');
+    const { AgentStartError } = await import('../../lib/agent/agent.js');
+    const { RepairRbacError } = await import('../../lib/repair/controller.js');
+    const node = await AgentTestNode.create();
+    cleanups.push(() => node.teardown());
+    const env = await node.env({ REPAIR_DELETE_PODS: 'true' });
+    const agent = new Agent({
+      config: await node.config(), repair: parseRepairConfig(env), client: agentClient(),
+      logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
+    });
+    cleanups.push(() => agent.stop({ cleanup: true }));
+    const err = await agent.start().then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(AgentStartError);
+    expect((err as InstanceType<typeof AgentStartError>).stage).toBe('repair permissions');
+    expect((err as InstanceType<typeof AgentStartError>).cause).toBeInstanceOf(RepairRbacError);
+    expect(agent.node).toBeUndefined();  // nothing on the host was touched
+  }, 30_000);
+});
+
 describeKube('podwire agent: ambient repair', () => {
   it.skipIf(!privileged('nft'))('a running ambient pod the agent could not enroll (no netns found) is enrolled by the repair controller once its netns appears: traffic captured', async () => {
     const { parseRepairConfig } = await import('../../lib/repair/config.js');

@@ -13,10 +13,14 @@ import { verify } from '../../lib/redirect/apply.js';
 import { sidecarRules } from '../../lib/redirect/sidecar.js';
 import { sidecarConfigFromPod } from '../../lib/redirect/annotations.js';
 import { parseRepairConfig, type RepairConfig } from '../../lib/repair/config.js';
-import { RepairController, REPAIR_COMPONENT, type AmbientRepairHook, type RepairResult, type RepairType } from '../../lib/repair/controller.js';
+import { RepairController, RepairRbacError, REPAIR_COMPONENT, type AmbientRepairHook, type RepairResult, type RepairType } from '../../lib/repair/controller.js';
+import { missingAccess } from '../../lib/kube/access.js';
+import { REPAIR_DELETE_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
+import { agentIdentityWith } from '../helpers/rbac.js';
 import { AgentTestNode } from '../helpers/agent-node.js';
 import { privileged } from '../helpers/privileged.js';
-import { adminClient, createPod, describeKube, freshNamespace, kubeEnv, until } from '../helpers/kube.js';
+import { adminClient, agentClient, createPod, describeKube, freshNamespace, kubeEnv, until } from '../helpers/kube.js';
+import { onTestFinished } from 'vitest';
 
 const running: RepairController[] = [];
 const nodes: AgentTestNode[] = [];
@@ -285,4 +289,37 @@ describeKube('repair controller', () => {
     expect(calls.filter((c) => c === 'stays')).toHaveLength(1);
     expect(calls.filter((c) => c === 'netns-later')).toHaveLength(6);
   }, 40_000);
+
+  it('RBAC: delete mode with the agent\'s base role fails at start naming pods/delete; with podwire-agent-repair-delete the agent identity deletes; label mode needs nothing more', async () => {
+    kubeEnv();
+    const node = nodeName();
+    const ns = await freshNamespace();
+    await sidecarPod(ns, 'victim', node, 'broken');
+    const deleteCfg = parseRepairConfig({ NODE_NAME: node, REPAIR_REPAIR_PODS: 'false', REPAIR_DELETE_PODS: 'true' });
+    const base = agentClient();
+    onTestFinished(() => base.close());
+    const refused = new RepairController({ client: base, config: deleteCfg, resolveNetns: () => undefined });
+    const err = await refused.start().then(() => undefined, (e: unknown) => e);
+    await refused.stop();
+    expect(err).toBeInstanceOf(RepairRbacError);
+    expect((err as RepairRbacError).code).toBe('ERR_REPAIR_RBAC');
+    expect((err as RepairRbacError).missing).toEqual(['pods/delete']);
+    expect((err as Error).message).toContain('podwire-agent-repair-delete');
+    expect(await podOrUndefined(ns, 'victim')).toBeDefined();
+
+    const label = new RepairController({ client: base, config: parseRepairConfig({ NODE_NAME: node, REPAIR_REPAIR_PODS: 'false', REPAIR_LABEL_PODS: 'true' }), resolveNetns: () => undefined });
+    running.push(label);
+    await label.start();
+    await until('labelled by the agent identity', () => label.stats.labelled === 1);
+    await label.stop();
+
+    const granted = await agentIdentityWith([REPAIR_DELETE_CLUSTER_ROLE.metadata.name]);
+    await until('the grant is in effect', async () => (await missingAccess(granted, [{ resource: 'pods', verb: 'delete' }])).length === 0);
+    const ok = new RepairController({ client: granted, config: deleteCfg, resolveNetns: () => undefined });
+    running.push(ok);
+    await ok.start();
+    await until('deleted by the granted identity', () => ok.stats.deleted === 1);
+    const gone = await podOrUndefined(ns, 'victim');
+    expect(gone === undefined || gone.metadata?.deletionTimestamp !== undefined).toBe(true);
+  }, 30_000);
 });
