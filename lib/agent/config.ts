@@ -239,14 +239,18 @@ export function logOutputLevel(raw: string): Record<string, LogLevel> {
   return out;
 }
 
-const MIN_DRIFT_INTERVAL_MS = 1000;
-function driftInterval(raw: string): number {
-  let ms: number;
+/** A Go duration in ms; a malformed one is Bad (the setting's ConfigError). */
+export function goDuration(raw: string): number {
   try {
-    ms = parseGoDuration(raw);
+    return parseGoDuration(raw);
   } catch (err) {
     throw new Bad((err as Error).message);
   }
+}
+
+const MIN_DRIFT_INTERVAL_MS = 1000;
+function driftInterval(raw: string): number {
+  const ms = goDuration(raw);
   if (ms < 0) throw new Bad('must not be negative (0 turns the drift check off)');
   if (ms !== 0 && ms < MIN_DRIFT_INTERVAL_MS) throw new Bad('must be 0 (off) or at least 1s');
   return ms;

@@ -10,10 +10,9 @@
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
-  absPath, Bad, bool, ConfigError, describeTable, oneOf, optional, port, readSettings, SETTINGS,
+  absPath, Bad, bool, ConfigError, describeTable, goDuration, oneOf, optional, port, readSettings, SETTINGS,
   type Env, type LogLevel, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
 } from '../agent/config.js';
-import { parseGoDuration } from '../agent/duration.js';
 import type { EnablementSelector } from '../mesh/enablement.js';
 import { SERVICE_ACCOUNT_DIR } from './kubeconfig.js';
 import type { PluginEntrySettings } from './plugin-entry.js';
@@ -110,12 +109,7 @@ const PLUGIN_MAX_MS = 3_600_000;
 
 function duration(min: number) {
   return (raw: string): number => {
-    let ms: number;
-    try {
-      ms = parseGoDuration(raw);
-    } catch (err) {
-      throw new Bad((err as Error).message);
-    }
+    const ms = goDuration(raw);
     if (ms < min) throw new Bad(min === 0 ? 'must not be negative' : 'must be positive');
     if (!Number.isInteger(ms)) throw new Bad('must be a whole number of milliseconds');
     if (ms > PLUGIN_MAX_MS) throw new Bad('must be at most 1h (podwire-cni refuses longer waits)');

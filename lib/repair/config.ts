@@ -7,10 +7,9 @@
 // and the installer's flags are accepted and skipped here (`{ foreign }`), and the settings it
 // shares with the agent (NODE_NAME, NATIVE_NFTABLES) are the agent's own table entries.
 import {
-  Bad, bool, ConfigError, describeTable, readSettings, SETTINGS,
+  Bad, bool, ConfigError, describeTable, goDuration, readSettings, SETTINGS,
   type Env, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
 } from '../agent/config.js';
-import { parseGoDuration } from '../agent/duration.js';
 import { INSTALL_SETTINGS } from '../install/config.js';
 
 export interface RepairConfig {
@@ -114,12 +113,7 @@ function ratePerMinute(raw: string): number {
 /** A Go duration of at least `minMs` (or 0 when `zeroOff`). */
 function duration(minMs: number, zeroOff: boolean) {
   return (raw: string): number => {
-    let ms: number;
-    try {
-      ms = parseGoDuration(raw);
-    } catch (err) {
-      throw new Bad((err as Error).message);
-    }
+    const ms = goDuration(raw);
     if (ms < 0) throw new Bad('must not be negative');
     if (ms < minMs && !(zeroOff && ms === 0)) throw new Bad(`must be ${zeroOff ? '0 (off) or ' : ''}at least ${minMs / 1000}s`);
     return ms;
