@@ -10,7 +10,8 @@ import type { AmbientRepairHook } from '../repair/controller.js';
 
 export function ambientRepairHook(controller: AmbientController, findNetns: (pod: V1Pod) => string | undefined): AmbientRepairHook {
   return {
-    shouldBeEnrolled: (pod) => controller.selects(pod),
+    // While the ambient controller still works on the pod it is not repair's yet (its grace restarts after).
+    shouldBeEnrolled: (pod) => controller.selects(pod) && !controller.busy(pod),
     isEnrolled: (uid) => controller.holds(uid),
     enroll: async (pod) => {
       const netnsPath = findNetns(pod);

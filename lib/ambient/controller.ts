@@ -179,6 +179,11 @@ export class AmbientController {
     }
   }
 
+  /** Whether this controller still has work for the pod (queued, running or waiting to retry). */
+  busy(pod: V1Pod): boolean {
+    return this.queue.has(keyOf(pod));
+  }
+
   /** Enrolled by this controller, or held by the dataplane (CNI path, startup snapshot). */
   holds(uid: string): boolean {
     return this.known(uid) !== undefined;

@@ -285,6 +285,11 @@ export class WorkQueue<K = string> {
     return this.#limiter.numRequeues(key);
   }
 
+  /** Whether the key has work pending: queued, in flight, or waiting for a delayed (retry) add. */
+  has(key: K): boolean {
+    return this.#dirty.has(key) || this.#processing.has(key) || this.#waiting.has(key);
+  }
+
   get shuttingDown(): boolean {
     return this.#shuttingDown;
   }

@@ -132,6 +132,26 @@ describe('WorkQueue: keys', () => {
     expect(h.q.stats()).toMatchObject({ inFlight: 0, queued: 0, processed: 2 });
   });
 
+  it('has(): queued, in flight and waiting keys have work pending; a finished one has none', async () => {
+    const gates: Array<ReturnType<typeof gate>> = [];
+    const h = harness({ impl: () => { const g = gate(); gates.push(g); return g.promise; } });
+    expect(h.q.has('a')).toBe(false);
+    h.q.add('a');
+    expect(h.q.has('a')).toBe(true);  // queued
+    await h.clock.advance(0);
+    expect(h.q.stats().inFlight).toBe(1);
+    expect(h.q.has('a')).toBe(true);  // in flight
+    gates[0]!.resolve();
+    await h.clock.advance(0);
+    expect(h.q.has('a')).toBe(false);
+    h.q.addAfter('b', 1_000);
+    expect(h.q.has('b')).toBe(true);  // waiting
+    await h.clock.advance(1_000);
+    gates[1]!.resolve();
+    await h.clock.advance(0);
+    expect(h.q.has('b')).toBe(false);
+  });
+
   it('runs keys in FIFO order with the default single worker', async () => {
     const h = harness();
     for (const k of ['c', 'a', 'b']) h.q.add(k);
