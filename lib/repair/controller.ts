@@ -17,8 +17,9 @@
 // first) is enrolled in place (type=repair); when enrolling fails non-retryably it is deleted or
 // labelled per the same options. Every REPAIR_RESYNC_INTERVAL the pods that still need work (broken
 // and not repaired or labelled, or unenrolled) are queued again: a repair given up after 5 runs, or
-// a pod whose netns appeared only later, gets another chance without waiting for a pod event. Every outcome is reported as (type, result) for
-// `istio_cni_repair_pods_repaired_total`. A pod bound to another node is never acted on.
+// a pod whose netns appeared only later, gets another chance without waiting for a pod event.
+// Every outcome is reported as (type, result) for `istio_cni_repair_pods_repaired_total`. A pod
+// bound to another node is never acted on.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from '../kube/client.js';
 import { missingAccess, type AccessAttributes } from '../kube/access.js';
