@@ -72,10 +72,11 @@ if (built.some((f) => !existsSync(f) || statSync(f).mtimeMs < nativeTime)) {
 console.log('> building TypeScript');
 if (run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json']).status !== 0) process.exit(1);
 
-// 3. The test control plane's binaries (kube-apiserver, etcd), built from their Go
-// modules on a machine's first run and cached (scripts/kube/build.mjs); vitest's
-// global setup starts them. A failed build is a failure, never a skip.
-console.log('> kube-apiserver and etcd for the tests (cached after the first build)');
+// 3. The test control plane's binaries (kube-apiserver, etcd) and helm for the chart
+// tests, built from their Go modules on a machine's first run and cached
+// (scripts/kube/build.mjs); vitest's global setup starts the control plane. A failed
+// build is a failure, never a skip.
+console.log('> kube-apiserver, etcd and helm for the tests (cached after the first build)');
 if (run(process.execPath, [join(root, 'scripts/kube/build.mjs')], { capture: true }).status !== 0) {
   console.log('> kube: building the control plane failed');
   process.env.PODWIRE_KUBE_BUILD_FAILED = '1';

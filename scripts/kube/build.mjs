@@ -1,13 +1,14 @@
 #!/usr/bin/env node
-// Builds the test control plane's binaries — kube-apiserver and etcd — from
-// their published Go modules through the Go module proxy, and caches them
+// Builds the test control plane's binaries — kube-apiserver and etcd — and
+// helm (for the chart tests, test/deploy/chart.test.ts) from their published
+// Go modules through the Go module proxy, and caches them
 // under ~/.cache/podwire/kube/bin/ keyed by version and by the hash of our
 // wrapper module (go.mod + go.sum in scripts/kube/modules/<name>/), so only
 // the first run on a machine pays. Nothing of those projects is in this
 // repo: only the wrapper modules, which pin the release and point each
 // locally-replaced module of theirs at its published version.
 //   node scripts/kube/build.mjs          builds what is missing, prints the paths
-//   import { ensureBinaries } from './build.mjs'
+//   import { ensureBinaries, ensureHelm } from './build.mjs'
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,6 +27,14 @@ export const COMPONENTS = {
       '-X k8s.io/component-base/version.gitMinor=36', '-X k8s.io/component-base/version.gitTreeState=clean'],
   },
   etcd: { module: 'modules/etcd', pkg: 'go.etcd.io/etcd/server/v3', version: 'v3.6.16', ldflags: [] },
+  helm: {
+    module: 'modules/helm', pkg: 'helm.sh/helm/v3/cmd/helm', version: 'v3.22.0',
+    // What helm's Makefile stamps: its version, and the Kubernetes version `helm template` and
+    // `helm lint` assume without a cluster (client-go v0.37 → 1.37; unstamped it is 1.20).
+    ldflags: ['-X helm.sh/helm/v3/internal/version.version=v3.22.0', '-X helm.sh/helm/v3/internal/version.gitTreeState=clean',
+      '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1', '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37',
+      '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1', '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37'],
+  },
 };
 
 export function cacheDir() {
@@ -80,14 +89,19 @@ export function ensureBinary(name, { log = (m) => process.stderr.write(`${m}\n`)
   return { path: out, built: true, ...record };
 }
 
-/** Both binaries (built when missing). */
+/** Both control-plane binaries (built when missing). */
 export function ensureBinaries(opts) {
   return { kubeApiserver: ensureBinary('kube-apiserver', opts).path, etcd: ensureBinary('etcd', opts).path };
 }
 
+/** The helm binary for the chart tests (built when missing). */
+export function ensureHelm(opts) {
+  return ensureBinary('helm', opts).path;
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
-    const b = ensureBinaries();
+    const b = { ...ensureBinaries(), helm: ensureHelm() };
     console.log(JSON.stringify(b, null, 2));
   } catch (err) {
     console.error(`kube build: ${err.message}`);

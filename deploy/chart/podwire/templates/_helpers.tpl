@@ -1,0 +1,50 @@
+{{/*
+Base name of the release's cluster-scoped objects (ClusterRoles and their bindings), so two
+releases never collide: the release name, with "-podwire" appended unless it already says podwire.
+Release "podwire" gives the names in scripts/kube/rbac.mjs (podwire-agent, ...).
+*/}}
+{{- define "podwire.fullname" -}}
+{{- if contains "podwire" .Release.Name -}}
+{{- .Release.Name | trunc 45 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-podwire" .Release.Name | trunc 45 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount the agent runs as. */}}
+{{- define "podwire.serviceAccountName" -}}
+{{- include "podwire.fullname" . -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "podwire.labels" -}}
+app.kubernetes.io/name: podwire
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | quote }}
+{{- end -}}
+
+{{/* The image reference: <hub>/<image>:<tag>, or <image>:<tag> when image has a "/" or no hub is set. */}}
+{{- define "podwire.image" -}}
+{{- $hub := .Values.hub | default .Values.global.hub -}}
+{{- $tag := .Values.tag | default .Values.global.tag | default .Chart.AppVersion -}}
+{{- if or (contains "/" .Values.image) (not $hub) -}}
+{{- printf "%s:%s" .Values.image $tag -}}
+{{- else -}}
+{{- printf "%s/%s:%s" $hub .Values.image $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Settings the chart cannot express: the agent would refuse them at start (exit 2), so refuse
+them at install instead, naming the value.
+*/}}
+{{- define "podwire.validate" -}}
+{{- if not .Values.ambient.enabled -}}
+{{- fail "ambient.enabled=false: podwire's agent runs ambient mode only (AMBIENT_ENABLED must be true); there is no sidecar-only mode" -}}
+{{- end -}}
+{{- if not (has .Values.forceIptablesBinary (list "" "legacy" "nft")) -}}
+{{- fail (printf "forceIptablesBinary=%q: must be \"\", legacy or nft" .Values.forceIptablesBinary) -}}
+{{- end -}}
+{{- end -}}
