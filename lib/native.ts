@@ -145,11 +145,14 @@ function load(): NativeBinding {
       .map((d) => join(root, d))
       .map((p) => `  ${p}${existsSync(p) ? ' (no matching .node file)' : ' (missing)'}`)
       .join('\n');
-    throw new Error(
-      `podwire: could not find its native addon. Looked in:\n${tried}\n` +
-        'Build it with `npm run build:native` (needs python3, make and g++), or run `npm run bootstrap`.',
-      { cause: err },
-    );
+    // A git checkout builds with its own scripts; an installed package has neither them nor a
+    // build/ (its install script compiles only when no prebuild loads) and is rebuilt through npm.
+    const checkout = existsSync(join(root, 'scripts/bootstrap.sh'));
+    const fix = checkout
+      ? 'Build it with `npm run build:native` (needs python3, make and g++), or run `npm run bootstrap`.'
+      : `This package has no prebuild for ${process.platform}-${process.arch} here; build it from source with ` +
+        '`npm rebuild podwire --foreground-scripts` (needs python3, make, a C++20 compiler and the Node headers).';
+    throw new Error(`podwire: could not find its native addon. Looked in:\n${tried}\n${fix}`, { cause: err });
   }
   return require(path) as NativeBinding;  // a real load failure (ABI, symbols) propagates as is
 }

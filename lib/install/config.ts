@@ -7,6 +7,7 @@
 // NATIVE_NFTABLES, --log_output_level) are the agent's own table entries, and the agent's other
 // flags are accepted and skipped here, as the installer's are by parseAgentConfig with
 // `{ foreign: INSTALL_SETTINGS }`.
+import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
@@ -62,8 +63,15 @@ type Key =
   | 'ambientEnabled' | 'enablementSelectors' | 'excludeNamespaces' | 'podNamespace' | 'nativeNftables'
   | 'logOutputLevel' | 'enableAmbientDetectionRetry' | 'agentWaitMs' | 'agentTimeoutMs' | 'statusAlwaysOk';
 
-/** Where `npm run build` puts the plugin (lib/install/ and dist/install/ are two levels down). */
-export const DEFAULT_PLUGIN_BINARY = fileURLToPath(new URL('../../build/Release/podwire-cni', import.meta.url));
+/**
+ * The plugin as built here (`npm run build:native`, lib/install/ and dist/install/ are two levels
+ * down), else the one an installed package ships next to its addon prebuild (scripts/prebuild.mjs):
+ * the addon's own order (node-gyp-build), so a source build wins. Neither there: the build path.
+ */
+const BUILT_PLUGIN_BINARY = fileURLToPath(new URL('../../build/Release/podwire-cni', import.meta.url));
+const PREBUILT_PLUGIN_BINARY = fileURLToPath(new URL(`../../prebuilds/${process.platform}-${process.arch}/podwire-cni`, import.meta.url));
+export const DEFAULT_PLUGIN_BINARY = !existsSync(BUILT_PLUGIN_BINARY) && existsSync(PREBUILT_PLUGIN_BINARY)
+  ? PREBUILT_PLUGIN_BINARY : BUILT_PLUGIN_BINARY;
 export const DEFAULT_OWNED_FILENAME = '02-istio-cni.conflist';
 export const DEFAULT_STANDALONE_FILENAME = 'YYY-istio-cni.conf';
 
