@@ -15,7 +15,8 @@ packages=(iproute2 iptables ipset nftables containernetworking-plugins util-linu
           build-essential python3 make g++ cmake pkg-config clang
           openssl time  # the test control plane: its certs, and the build's peak-memory report
           python3-prometheus-client  # the tests read /metrics with Prometheus' own Python parser
-          containerd runc tini busybox-static)  # the CRI tests' real runtime (tini reaps its shims; busybox: a test image)
+          containerd runc tini busybox-static  # the CRI tests' real runtime (tini reaps its shims; busybox: a test image)
+          buildah)  # the container image, no daemon (deploy/image/build.mjs, test/deploy/image.test.ts)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

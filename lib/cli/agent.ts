@@ -17,6 +17,7 @@ function usage(): string {
   });
   return [
     'Usage: podwire agent [--flag=value]...',
+    '       podwire agent --version   (prints the version and exits)',
     '',
     'Runs the ambient node agent: informers for this node\'s pods and all namespaces, enrollment',
     '(in-pod redirection, ZDS hand-over to ztunnel, host probe set), the CNI plugin endpoint,',

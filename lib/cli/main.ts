@@ -31,7 +31,7 @@ function help(): string {
     'Commands:',
     ...Object.entries(COMMANDS).sort(([a], [b]) => a.localeCompare(b)).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`),
     '',
-    'Run `podwire <command> --help` for the options of one command.',
+    'Run `podwire <command> --help` for the options of one command; `podwire --version` prints the version.',
     'Needs Linux and root (or CAP_NET_ADMIN + CAP_SYS_ADMIN) for anything that touches a namespace.',
   ].join('\n');
 }
@@ -40,6 +40,12 @@ export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${help()}\n`);
+    return 0;
+  }
+  if ((name === '--version' && rest.length === 0) || (name === 'agent' && rest.length === 1 && rest[0] === '--version')) {
+    // `agent --version` too: the DaemonSet's command is `podwire agent`, so that is what a probe appends.
+    const { packageVersion } = await import('./version.js');
+    process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
   const entry = COMMANDS[name];

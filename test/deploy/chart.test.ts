@@ -163,7 +163,7 @@ describe('Helm chart deploy/chart/podwire: lint and render', () => {
     expect(pod).toMatchObject({ serviceAccountName: 'podwire', hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet', priorityClassName: 'system-node-critical', terminationGracePeriodSeconds: 30 });
     expect(pod.tolerations).toEqual([{ operator: 'Exists', effect: 'NoSchedule' }, { operator: 'Exists', effect: 'NoExecute' }]);
     const c = agentContainer(r);
-    expect(c.image).toBe('podwire:0.1.0');
+    expect(c.image).toBe('localhost/podwire:0.1.0');  // what `npm run image` builds
     expect(c.args).toEqual(['--log_output_level=default:info', '--log_as_json=false']);
     expect(c.ports).toEqual([{ name: 'metrics', containerPort: 15014, protocol: 'TCP' }]);
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 8000 });
