@@ -6,23 +6,18 @@
 // No pod runs (no kubelet), so the image and the agent's start on a node are not covered here.
 import { dumpYaml, KubernetesObjectApi, loadYaml, PatchStrategy, RbacAuthorizationV1Api, type KubernetesObject } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { parseAgentConfig, SETTINGS, type Env } from '../../lib/agent/config.js';
 import { INSTALL_SETTINGS, parseInstallConfig } from '../../lib/install/config.js';
 import { parseRepairConfig, REPAIR_SETTINGS } from '../../lib/repair/config.js';
 import { DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/enablement.js';
-import { KubeClient } from '../../lib/kube/client.js';
-import { loadKubeconfig } from '../../lib/kube/config.js';
-import { KubeError } from '../../lib/kube/errors.js';
 import { namespaceInformer, podInformer } from '../../lib/kube/resources.js';
 import { annotatePodViaStatus, deletePod, patchPodMetadata } from '../../lib/kube/pods.js';
 import { createPodEvent } from '../../lib/kube/events.js';
 import { AGENT_CLUSTER_ROLE, NODE_TAINT_CLUSTER_ROLE, REPAIR_DELETE_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
 import { adminClient, createPod, describeKube, freshNamespace, kubeEnv, until, within } from '../helpers/kube.js';
 import { CHART_DIR, Helm, HelmError, type Rendered } from '../helpers/helm.js';
+import { clientAs, kubeFailure } from '../helpers/rbac.js';
 
 type Obj = Record<string, any>;
 
@@ -98,36 +93,6 @@ async function renderFails(values: object): Promise<HelmError> {
     return err as HelmError;
   }
   throw new Error(`expected helm template to fail for ${JSON.stringify(values)}`);
-}
-
-async function failure(p: Promise<unknown>): Promise<KubeError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(KubeError);
-    return err as KubeError;
-  }
-  throw new Error('expected the call to be refused');
-}
-
-/** A client authenticated as `namespace/name` with a TokenRequest token; closed and its kubeconfig removed after the test. */
-async function clientAs(namespace: string, name: string): Promise<KubeClient> {
-  const tr = await adminClient().core.createNamespacedServiceAccountToken({ namespace, name, body: {
-    spec: { audiences: ['https://kubernetes.default.svc'], expirationSeconds: 3600 },
-  } });
-  const { server, caFile } = kubeEnv();
-  const dir = mkdtempSync(join(tmpdir(), 'pwt-chart-sa-'));
-  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-  const file = join(dir, 'kubeconfig');
-  writeFileSync(file, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': name,
-    clusters: [{ name: 'podwire-test', cluster: { server, 'certificate-authority': caFile } }],
-    users: [{ name, user: { token: tr.status!.token } }],
-    contexts: [{ name, context: { cluster: 'podwire-test', user: name } }],
-  }), { mode: 0o600 });
-  const client = new KubeClient(loadKubeconfig(file), { requestTimeoutMs: 10_000 });
-  onTestFinished(() => client.close());
-  return client;
 }
 
 // The first run on a machine builds helm (about a minute here); a failed build fails the tests.
@@ -376,11 +341,11 @@ describeKube('Helm chart deploy/chart/podwire on the test kube-apiserver', () =>
     // And no more: not without repair.deletePods / the gate, and never main-resource patches or secrets.
     const patchNode = () => sa.call({ verb: 'patch', resource: 'nodes', name: node },
       (o) => sa.core.patchNode({ name: node, body: { spec: { taints: [{ key: 'cni.podwire.io/not-ready', effect: 'NoSchedule' }] } } }, o), { contentType: PatchStrategy.MergePatch });
-    expect(await failure(deletePod(sa, { namespace: ns, name: 'app' }, { uid: pod.metadata!.uid!, gracePeriodSeconds: 0 }))).toMatchObject({ code: 'Forbidden', verb: 'delete', resource: 'pods' });
-    expect(await failure(patchNode())).toMatchObject({ code: 'Forbidden', verb: 'patch', resource: 'nodes' });
-    expect(await failure(patchPodMetadata(sa, { namespace: ns, name: 'app' }, { labels: { x: 'y' } }))).toMatchObject({ code: 'Forbidden', resource: 'pods' });
-    expect(await failure(sa.call({ verb: 'list', resource: 'secrets', namespace: ns }, (o) => sa.core.listNamespacedSecret({ namespace: ns }, o)))).toMatchObject({ code: 'Forbidden' });
-    expect(await failure(sa.call({ verb: 'get', resource: 'daemonsets', namespace: ns, name: 'other' }, (o) => sa.apps.readNamespacedDaemonSet({ namespace: ns, name: 'other' }, o)))).toMatchObject({ code: 'Forbidden' });
+    expect(await kubeFailure(deletePod(sa, { namespace: ns, name: 'app' }, { uid: pod.metadata!.uid!, gracePeriodSeconds: 0 }))).toMatchObject({ code: 'Forbidden', verb: 'delete', resource: 'pods' });
+    expect(await kubeFailure(patchNode())).toMatchObject({ code: 'Forbidden', verb: 'patch', resource: 'nodes' });
+    expect(await kubeFailure(patchPodMetadata(sa, { namespace: ns, name: 'app' }, { labels: { x: 'y' } }))).toMatchObject({ code: 'Forbidden', resource: 'pods' });
+    expect(await kubeFailure(sa.call({ verb: 'list', resource: 'secrets', namespace: ns }, (o) => sa.core.listNamespacedSecret({ namespace: ns }, o)))).toMatchObject({ code: 'Forbidden' });
+    expect(await kubeFailure(sa.call({ verb: 'get', resource: 'daemonsets', namespace: ns, name: 'other' }, (o) => sa.apps.readNamespacedDaemonSet({ namespace: ns, name: 'other' }, o)))).toMatchObject({ code: 'Forbidden' });
 
     // Upgrade with repair.deletePods and the readiness gate: the two extra roles come, and with them the two calls.
     const upgrade = await helm.template(name, ns, { metricsService: { enabled: true }, repair: { deletePods: true }, nodeReadinessTaint: { enabled: true } });

@@ -1,13 +1,14 @@
-// Identities of their own for RBAC tests: a ServiceAccount pwt-<pid>-<n> in the agent's namespace
+// Identities of their own for RBAC tests (and a client for any ServiceAccount, `clientAs`): a ServiceAccount pwt-<pid>-<n> in the agent's namespace
 // bound to the agent's base ClusterRole plus the named extra ones (scripts/kube/rbac.mjs), with a
 // TokenRequest token. Granting the extras to the shared agent ServiceAccount instead would change
 // what every other test file running at the same time is allowed.
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { onTestFinished } from 'vitest';
+import { expect, onTestFinished } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeClient } from '../../lib/kube/client.js';
+import { KubeError } from '../../lib/kube/errors.js';
 import { loadKubeconfig } from '../../lib/kube/config.js';
 import { AGENT_NAMESPACE } from '../../scripts/kube/controlplane.mjs';
 import { AGENT_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
@@ -30,7 +31,12 @@ export async function agentIdentityWith(extraRoles: readonly string[]): Promise<
     } });
     onTestFinished(() => rbac.deleteClusterRoleBinding({ name: binding }).then(() => undefined));
   }
-  const tr = await admin.core.createNamespacedServiceAccountToken({ namespace: AGENT_NAMESPACE, name, body: {
+  return clientAs(AGENT_NAMESPACE, name);
+}
+
+/** A client authenticated as ServiceAccount `namespace/name` with a TokenRequest token; closed and its kubeconfig removed when the test finishes. */
+export async function clientAs(namespace: string, name: string): Promise<KubeClient> {
+  const tr = await adminClient().core.createNamespacedServiceAccountToken({ namespace, name, body: {
     spec: { audiences: ['https://kubernetes.default.svc'], expirationSeconds: 3600 },
   } });
   const { server, caFile } = kubeEnv();
@@ -43,7 +49,18 @@ export async function agentIdentityWith(extraRoles: readonly string[]): Promise<
     users: [{ name, user: { token: tr.status!.token } }],
     contexts: [{ name, context: { cluster: 'podwire-test', user: name } }],
   }), { mode: 0o600 });
-  const client = new KubeClient(loadKubeconfig(file));
+  const client = new KubeClient(loadKubeconfig(file), { requestTimeoutMs: 10_000 });
   onTestFinished(() => client.close());
   return client;
+}
+
+/** The KubeError a call fails with (fails the test when the call succeeds or throws something else). */
+export async function kubeFailure(p: Promise<unknown>): Promise<KubeError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(KubeError);
+    return err as KubeError;
+  }
+  throw new Error('expected the call to fail with a KubeError');
 }

@@ -3,23 +3,13 @@
 // and the helpers' contracts: typed errors, uid preconditions, events, retry.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { KubeClient } from '../../lib/kube/client.js';
-import { KubeError } from '../../lib/kube/errors.js';
 import { podInformer } from '../../lib/kube/resources.js';
 import { annotatePodViaStatus, deletePod, getPod, patchPodMetadata, patchPodStatus } from '../../lib/kube/pods.js';
 import { createPodEvent } from '../../lib/kube/events.js';
+import { kubeFailure } from '../helpers/rbac.js';
 import { adminClient, agentClient, createPod, deletePodNow, describeKube, freshNamespace, kubeEnv, until, within } from '../helpers/kube.js';
 
 let agent: KubeClient;
-
-async function failure(p: Promise<unknown>): Promise<KubeError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(KubeError);
-    return err as KubeError;
-  }
-  throw new Error('expected the call to fail');
-}
 
 describeKube('kube RBAC and pod helpers', () => {
   beforeAll(() => {
@@ -56,11 +46,11 @@ describeKube('kube RBAC and pod helpers', () => {
     const admin = adminClient();
     const ns = await freshNamespace(admin);
     const pod = await createPod(admin, ns, 'p', `rbac-${process.pid}`);
-    const del = await failure(deletePod(agent, { namespace: ns, name: 'p' }, { uid: pod.metadata!.uid! }));
+    const del = await kubeFailure(deletePod(agent, { namespace: ns, name: 'p' }, { uid: pod.metadata!.uid! }));
     expect(del).toMatchObject({ code: 'Forbidden', status: 403, verb: 'delete', resource: 'pods', namespace: ns, objectName: 'p' });
     expect(del.transient).toBe(false);
     expect(del.serverMessage).toBeTruthy();
-    const patch = await failure(patchPodMetadata(agent, { namespace: ns, name: 'p' }, { labels: { x: 'y' } }));
+    const patch = await kubeFailure(patchPodMetadata(agent, { namespace: ns, name: 'p' }, { labels: { x: 'y' } }));
     expect(patch).toMatchObject({ code: 'Forbidden', status: 403, verb: 'patch', resource: 'pods' });
     // Still there.
     expect((await getPod(admin, { namespace: ns, name: 'p' })).metadata?.uid).toBe(pod.metadata!.uid);
@@ -84,11 +74,11 @@ describeKube('kube RBAC and pod helpers', () => {
     const first = await createPod(admin, ns, 'p', node);
     await deletePodNow(admin, ns, 'p');
     const second = await createPod(admin, ns, 'p', node); // same name, new uid
-    const stale = await failure(deletePod(admin, { namespace: ns, name: 'p' }, { uid: first.metadata!.uid!, gracePeriodSeconds: 0 }));
+    const stale = await kubeFailure(deletePod(admin, { namespace: ns, name: 'p' }, { uid: first.metadata!.uid!, gracePeriodSeconds: 0 }));
     expect(stale).toMatchObject({ code: 'Conflict', status: 409, verb: 'delete' });
     expect((await getPod(admin, { namespace: ns, name: 'p' })).metadata?.uid).toBe(second.metadata!.uid);
     await deletePod(admin, { namespace: ns, name: 'p' }, { uid: second.metadata!.uid!, gracePeriodSeconds: 0 });
-    const gone = await failure(getPod(admin, { namespace: ns, name: 'p' }));
+    const gone = await kubeFailure(getPod(admin, { namespace: ns, name: 'p' }));
     expect(gone).toMatchObject({ code: 'NotFound', status: 404, verb: 'get', resource: 'pods' });
   });
 
@@ -100,7 +90,7 @@ describeKube('kube RBAC and pod helpers', () => {
     const orig = counting.call.bind(counting);
     counting.call = ((t, fn, o) => { calls++; return orig(t, fn, o); }) as typeof counting.call;
     try {
-      await failure(getPod(counting, { namespace: ns, name: 'missing' }, { retry: { attempts: 3, delayMs: 10 } }));
+      await kubeFailure(getPod(counting, { namespace: ns, name: 'missing' }, { retry: { attempts: 3, delayMs: 10 } }));
       expect(calls).toBe(1);
     } finally {
       counting.close();
@@ -118,7 +108,7 @@ describeKube('kube RBAC and pod helpers', () => {
       let n = 0;
       const o2 = dead.call.bind(dead);
       dead.call = ((t, fn, o) => { n++; return o2(t, fn, o); }) as typeof dead.call;
-      const err = await failure(getPod(dead, { namespace: 'x', name: 'y' }, { retry: { attempts: 3, delayMs: 10 } }));
+      const err = await kubeFailure(getPod(dead, { namespace: 'x', name: 'y' }, { retry: { attempts: 3, delayMs: 10 } }));
       expect(err.code).toBe('Unavailable');
       expect(err.transient).toBe(true);
       expect(n).toBe(3);
