@@ -104,5 +104,8 @@ export interface NftObject {
 export const NFT_MSG = {
   NEWTABLE: 0, GETTABLE: 1, DELTABLE: 2, NEWCHAIN: 3, GETCHAIN: 4, DELCHAIN: 5,
   NEWRULE: 6, GETRULE: 7, DELRULE: 8, NEWSET: 9, GETSET: 10, DELSET: 11,
-  NEWSETELEM: 12, GETSETELEM: 13, DELSETELEM: 14,
+  NEWSETELEM: 12, GETSETELEM: 13, DELSETELEM: 14, NEWGEN: 15, GETGEN: 16,
 } as const;
+
+/** NFTA_GEN_* (the NEWGEN reply): the netns's ruleset generation, a big-endian u32. */
+export const NFTA_GEN_ID = 1;

@@ -1,0 +1,78 @@
+// verify's nf_tables shortcut: the kernel's ruleset generation (NFT_MSG_GETGEN) moves with every
+// nf_tables commit in a netns, nft's and iptables-nft's alike, and only there; while it equals the
+// generation of the last clean verify of the same model in the same Netns, verify skips the dumps
+// (counted through the addon's decoder), and any commit since — drift or not — brings the full
+// comparison back, so drift is still found.
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { native } from '../../lib/native.js';
+import { rulesetGeneration } from '../../lib/net/nft/generation.js';
+import { apply, inpodRules, verify } from '../../lib/redirect/index.js';
+import { freshNetns } from '../helpers/netns.js';
+import { privileged } from '../helpers/privileged.js';
+
+const inNs = (name: string, ...argv: string[]) => execFileSync('ip', ['netns', 'exec', name, ...argv], { stdio: 'ignore' });
+
+/** Counts the addon's nf_tables decodes (one per dump read back) while `fn` runs. */
+async function decodes<T>(fn: () => Promise<T>): Promise<{ result: T; decodes: number }> {
+  const addon = native() as { nftDecode: (...a: unknown[]) => unknown };
+  const real = addon.nftDecode;
+  let n = 0;
+  addon.nftDecode = (...a: unknown[]) => { n++; return real(...a); };
+  try {
+    return { result: await fn(), decodes: n };
+  } finally {
+    addon.nftDecode = real;
+  }
+}
+
+describe.skipIf(!privileged('nft', 'iptables-nft'))('nf_tables ruleset generation', () => {
+  it('moves with every nf_tables commit in its netns (nft and iptables-nft), and only there', async () => {
+    const a = await freshNetns();
+    const b = await freshNetns();
+    const g0 = await rulesetGeneration(a);
+    expect(await rulesetGeneration(a)).toBe(g0);
+    inNs(a.name, 'nft', 'add', 'table', 'inet', 'pwt-x');
+    const g1 = await rulesetGeneration(a);
+    expect(g1).not.toBe(g0);
+    const gb = await rulesetGeneration(b);
+    inNs(b.name, 'nft', 'add', 'table', 'inet', 'pwt-y');
+    expect(await rulesetGeneration(a)).toBe(g1);  // another netns's commit
+    expect(await rulesetGeneration(b)).not.toBe(gb);
+    inNs(a.name, 'iptables-nft', '-t', 'nat', '-A', 'OUTPUT', '-j', 'ACCEPT');
+    expect(await rulesetGeneration(a)).not.toBe(g1);
+  });
+
+  it('verify skips the dumps while nothing was committed, and finds drift made after a clean verify', async () => {
+    const ns = await freshNetns();
+    const model = inpodRules({ ipv6: true });
+    await apply(ns, model, { backend: 'nftables' });
+    const first = await decodes(() => verify(ns, model, { backend: 'nftables' }));
+    expect(first.result).toEqual({ ok: true, drift: [] });
+    expect(first.decodes).toBeGreaterThan(0);
+    const again = await decodes(() => verify(ns, model, { backend: 'nftables' }));
+    expect(again.result).toEqual({ ok: true, drift: [] });
+    expect(again.decodes).toBe(0);
+
+    // A commit that is no drift (someone else's table): compared in full again, still clean.
+    inNs(ns.name, 'nft', 'add', 'table', 'inet', 'pwt-foreign');
+    const foreign = await decodes(() => verify(ns, model, { backend: 'nftables' }));
+    expect(foreign.result.ok).toBe(true);
+    expect(foreign.decodes).toBeGreaterThan(0);
+
+    // Drift after a clean verify is found, and stays found until repaired.
+    inNs(ns.name, 'nft', 'flush', 'table', 'inet', 'istio-ambient-nat');
+    const drifted = await verify(ns, model, { backend: 'nftables' });
+    expect(drifted.ok).toBe(false);
+    expect((await verify(ns, model, { backend: 'nftables' })).ok).toBe(false);
+    await apply(ns, model, { backend: 'nftables' });
+    expect((await verify(ns, model, { backend: 'nftables' })).ok).toBe(true);
+    expect((await decodes(() => verify(ns, model, { backend: 'nftables' }))).decodes).toBe(0);
+
+    // Another model (another configuration) is never answered from this netns's last verify.
+    const other = inpodRules({ ipv6: true, dnsCapture: false });
+    const o = await decodes(() => verify(ns, other, { backend: 'nftables' }));
+    expect(o.result.ok).toBe(false);
+    expect(o.decodes).toBeGreaterThan(0);
+  });
+});
