@@ -4,13 +4,16 @@
 // `nft -f -` path — against the Istio-style path: the same
 // routing over netlink, then per family `iptables-save` (Istio's state check)
 // and `iptables-restore --noflush`, each exec'd into the netns. Plus the
-// engine's re-apply of an unchanged netns (reads only, nothing written).
+// engine's re-apply of an unchanged netns (reads only, nothing written), and
+// verify of an unchanged netns as the drift check runs it every interval: the
+// first one compares in full, later ones find the ruleset generation unchanged
+// (beside them Istio's state read: iptables-save per family).
 //   npm run bench -- redirect [N=200]
 // Netns are named pwt-bench-<pid>-redirect-<i> (BENCH_NETNS_PREFIX overrides
 // pwt-bench); the vitest sweep leaves names of a live pid alone.
 import { iptables } from '../lib/net/xtables/iptables.js';
 import { Netns } from '../lib/net/netns/netns.js';
-import { apply, execNft, inpodRules, toIptablesRestore } from '../lib/redirect/index.js';
+import { apply, execNft, inpodRules, toIptablesRestore, verify, type Backend } from '../lib/redirect/index.js';
 import { nowUs, writeResults, type Series } from './lib/report.js';
 
 const N = Number(process.argv[2] ?? 200);
@@ -29,6 +32,10 @@ const L = {
   istio: 'Istio-style: netlink routes + save/restore per family (exec)',
   iptNoop: 'podwire re-apply unchanged, iptables (reads only)',
   nftNoop: 'podwire re-apply unchanged, nftables (reads only)',
+  nftVerifyFirst: 'podwire verify unchanged, nftables (first check: full compare)',
+  nftVerify: 'podwire verify unchanged, nftables (drift check, steady state)',
+  iptVerify: 'podwire verify unchanged, iptables (drift check)',
+  istioRead: 'Istio-style state read: iptables-save per family (exec)',
 };
 const samples: Record<string, number[]> = Object.fromEntries(Object.values(L).map((l) => [l, []]));
 
@@ -45,8 +52,16 @@ async function istioStyle(ns: Netns): Promise<void> {
   await iptables.restore(ns, TEXT[6], { family: 6 });
 }
 
+/** verify as the drift check runs it; any drift is a bench error. */
+async function timedVerify(ns: Netns, backend: Backend, label: string): Promise<void> {
+  const t0 = nowUs();
+  const r = await verify(ns, model, { backend });
+  samples[label]!.push(nowUs() - t0);
+  if (!r.ok) throw new Error(`verify of an unchanged netns found drift: ${r.drift.join('; ')}`);
+}
+
 let seq = 0;
-async function inFreshNetns(fn: (ns: Netns) => Promise<unknown>, label?: string, noop?: string): Promise<void> {
+async function inFreshNetns(fn: (ns: Netns) => Promise<unknown>, label?: string, noop?: string, after?: (ns: Netns) => Promise<void>): Promise<void> {
   const name = `${prefix}-${++seq}`;
   const ns = await Netns.create(name);
   try {
@@ -60,6 +75,7 @@ async function inFreshNetns(fn: (ns: Netns) => Promise<unknown>, label?: string,
       samples[noop]!.push(nowUs() - t1);
       if (r?.changed !== false) throw new Error('re-apply of an unchanged netns wrote something');
     }
+    await after?.(ns);
   } finally {
     ns.close();
     await Netns.remove(name);
@@ -67,8 +83,18 @@ async function inFreshNetns(fn: (ns: Netns) => Promise<unknown>, label?: string,
 }
 
 const paths: Array<() => Promise<void>> = [
-  () => inFreshNetns((ns) => apply(ns, model, { backend: 'iptables' }), L.ipt, L.iptNoop),
-  () => inFreshNetns((ns) => apply(ns, model, { backend: 'nftables' }), L.nft, L.nftNoop),
+  () => inFreshNetns((ns) => apply(ns, model, { backend: 'iptables' }), L.ipt, L.iptNoop, async (ns) => {
+    await verify(ns, model, { backend: 'iptables' });
+    await timedVerify(ns, 'iptables', L.iptVerify);
+    const t0 = nowUs();
+    await iptables.saveText(ns, { family: 4 });
+    await iptables.saveText(ns, { family: 6 });
+    samples[L.istioRead]!.push(nowUs() - t0);
+  }),
+  () => inFreshNetns((ns) => apply(ns, model, { backend: 'nftables' }), L.nft, L.nftNoop, async (ns) => {
+    await timedVerify(ns, 'nftables', L.nftVerifyFirst);
+    await timedVerify(ns, 'nftables', L.nftVerify);
+  }),
   () => inFreshNetns((ns) => apply(ns, model, { backend: 'nftables', nft: execNft }), L.nftExec),
   () => inFreshNetns(istioStyle, L.istio),
 ];
@@ -89,4 +115,8 @@ writeResults('redirect', `In-pod ruleset applied to a fresh pod netns, dual stac
   'podwire nft -f / podwire native': [L.nftExec, L.nft],
   'Istio-style / podwire re-apply unchanged (iptables)': [L.istio, L.iptNoop],
   'Istio-style / podwire re-apply unchanged (nftables)': [L.istio, L.nftNoop],
+  'podwire apply / verify unchanged (nftables, drift check)': [L.nft, L.nftVerify],
+  'podwire apply / verify unchanged (iptables, drift check)': [L.ipt, L.iptVerify],
+  'Istio-style state read / podwire verify (nftables)': [L.istioRead, L.nftVerify],
+  'Istio-style state read / podwire verify (iptables)': [L.istioRead, L.iptVerify],
 });

@@ -10,8 +10,8 @@ import { applyIptables, readIptables, removeIptables } from './engine-iptables.j
 import { applyNft, engineScript, readNft, removeNft } from './engine-nft.js';
 import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine-routes.js';
 import { compileCached } from '../net/nft/batch.js';
-import { rulesetGeneration } from '../net/nft/generation.js';
 import { KeyedLock } from '../util/keyed-lock.js';
+import { GenerationCache } from './generation-cache.js';
 import { iptablesClone, iptablesReference, ipsetsOf, nftReference } from './reference.js';
 import { toIptablesRestore } from './render-iptables.js';
 import { nativeNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
@@ -95,27 +95,21 @@ export function verify(ns: Netns, model: RuleModel, opts: Partial<EngineOptions>
   });
 }
 
-/**
- * Per Netns object (the dataplane keeps one per pod): the model its nf_tables state last verified
- * clean against, and the ruleset generation it was verified at. Weak: it goes with the Netns.
- */
-const verifiedAt = new WeakMap<Netns, { model: RuleModel; generation: number }>();
+/** nf_tables state found clean per Netns (the dataplane keeps one Netns per pod). */
+const nftClean = new GenerationCache();
 
 /**
- * The nftables part of verify. The kernel bumps a netns's ruleset generation on every nf_tables
- * commit, whoever makes it; while it still equals the generation of the last clean verify of this
- * model in this netns, nothing can have changed and the dumps are skipped (one small request
- * instead of about ten dumps and their decoding: what makes the drift check cheaper than apply).
+ * The nftables part of verify. While the netns's ruleset generation still equals the one of the
+ * last clean verify of this model, nothing can have changed and the dumps are skipped (one small
+ * request instead of about ten dumps and their decoding: what makes the drift check cheaper than
+ * apply).
  */
 async function nftDrift(ns: Netns, model: RuleModel, sender: NonNullable<EngineOptions['nft']>): Promise<string[]> {
   if (sender !== nativeNft) return (await readNft(ns, model, sender, true)).drift;
-  const before = await rulesetGeneration(ns);
-  const known = verifiedAt.get(ns);
-  if (known?.model === model && known.generation === before) return [];
+  const { generation, clean } = await nftClean.check(ns, model);
+  if (clean) return [];
   const drift = (await readNft(ns, model, sender, true)).drift;
-  // Trusted next time only if clean and nothing was committed while the dumps ran.
-  if (drift.length === 0 && (await rulesetGeneration(ns)) === before) verifiedAt.set(ns, { model, generation: before });
-  else verifiedAt.delete(ns);
+  await nftClean.settle(ns, model, '', generation, drift.length === 0);
   return drift;
 }
 

@@ -11,6 +11,7 @@ import { parseSave, type IptablesMode, type SavedRule, type SavedTable } from '.
 import type { Netns } from '../net/netns/netns.js';
 import { execIptables, famText, type IptablesRunner } from './engine-types.js';
 import { rulesOf, type Family, type RuleModel } from './model.js';
+import { GenerationCache } from './generation-cache.js';
 import { packetFilterEmpty } from './pristine.js';
 import { iptablesClone, iptablesReference, ipsetsOf } from './reference.js';
 import { captureNft, NftCloneUnsupported, replayNft } from '../net/nft/clone.js';
@@ -127,12 +128,18 @@ export function diffFamily(family: Family, ref: SavedTable[], live: SavedTable[]
 /** The live state of every family of the model, compared with its reference. */
 export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOptions = {}, quick = false): Promise<FamilyState[]> {
   const runner = opts.runner ?? execIptables;
+  const same = () => model.families.map((family): FamilyState => ({ family, pristine: false, drift: [], residue: true, tables: new Map(), staleGuards: [] }));
+  // `quick` (apply and verify; not remove, which needs the plan): nf_tables unchanged since the
+  // netns was last found to hold exactly the model's iptables-nft rules — nothing to read.
+  const gen = quick && !opts.runner ? await iptClean.check(ns, model, opts.mode ?? '') : undefined;
+  if (gen?.clean) return same();
   // A netns with no packet-filter state at all (a new pod) has nothing to read back.
   const empty = await packetFilterEmpty(ns, model.families);
-  // `quick` (apply and verify; not remove, which needs the plan): a netns whose
-  // nf_tables state is exactly the model's iptables-nft rules, confirmed by one dump.
-  if (quick && !empty && !opts.runner && await sameAsReference(ns, model, opts.mode)) {
-    return model.families.map((family) => ({ family, pristine: false, drift: [], residue: true, tables: new Map(), staleGuards: [] }));
+  // Or a netns whose nf_tables state is exactly those rules, confirmed by one dump.
+  if (quick && !empty && !opts.runner) {
+    const ok = await sameAsReference(ns, model, opts.mode);
+    await iptClean.settle(ns, model, opts.mode ?? '', gen!.generation, ok);
+    if (ok) return same();
   }
   return Promise.all(model.families.map(async (family) => {
     const m = opts.mode ? { mode: opts.mode } : {};
@@ -143,6 +150,9 @@ export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOp
     return { ...diffFamily(family, ref, parseSave(liveText)), pristine: empty };
   }));
 }
+
+/** Netns whose nf_tables state was found to be the model's iptables-nft replay (per model and mode). */
+const iptClean = new GenerationCache();
 
 /** True when the netns's whole nf_tables state is the replay of the model's iptables-nft rules. */
 async function sameAsReference(ns: Netns, model: RuleModel, mode: IptablesMode | undefined): Promise<boolean> {
