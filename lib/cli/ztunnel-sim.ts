@@ -77,8 +77,9 @@ export const command: Command = {
     });
     peer.on('disconnect', (id: number) => print('disconnected', { connection: id }));
     peer.on('message', (e) => print('request', { connection: e.connection, type: e.type, uid: e.uid ?? '', fds: e.fds, response: e.response ?? '(none)' }));
-    peer.on('ready', () => print('ready', { active: peer.active.size }));
-    peer.on('proxy-started', (uid: string) => print('proxy-started', { uid, netns: peer.active.get(uid) ?? '', listeners: peer.boundPorts(uid) }));
+    // Per message: O(1) lookups, not the `active` copy (that made a long run quadratic).
+    peer.on('ready', () => print('ready', { active: peer.activeCount }));
+    peer.on('proxy-started', (uid: string) => print('proxy-started', { uid, netns: peer.netnsOf(uid) ?? '', listeners: peer.boundPorts(uid) }));
     peer.on('proxy-stopped', (uid: string) => print('proxy-stopped', { uid }));
     peer.on('capture', (c) => print('capture', { uid: c.uid, proto: c.proto, port: c.port, orig_dst: `${c.origDst.address}:${c.origDst.port}`, redirected: c.redirected, peer: `${c.peer.address}:${c.peer.port}` }));
     peer.on('warning', (err: Error) => print('warning', { error: err.message }));

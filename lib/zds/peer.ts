@@ -157,9 +157,19 @@ export class ZtunnelPeer extends EventEmitter {
     return this.snapshotReceived && this.#pending.size === 0;
   }
 
-  /** Running proxies: uid → netns identity `dev:ino`. */
+  /** Running proxies: uid → netns identity `dev:ino` (a copy: O(pods); see activeCount, netnsOf). */
   get active(): Map<string, string> {
     return new Map([...this.#proxies].map(([uid, p]) => [uid, p.id]));
+  }
+
+  /** How many proxies run. */
+  get activeCount(): number {
+    return this.#proxies.size;
+  }
+
+  /** The netns identity `dev:ino` of a running proxy. */
+  netnsOf(uid: string): string | undefined {
+    return this.#proxies.get(uid)?.id;
   }
 
   get pending(): string[] {

@@ -51,6 +51,9 @@ describe.skipIf(!privileged())('ztunnel-like peer with real pod netns', () => {
     const { peer } = setup([{ uid: 'pod-1', workloadInfo: info('pod-1'), netns: ns }]);
     await peer.waitFor((p) => p.ready);
     expect(peer.active.get('pod-1')).toBe(ns.key);
+    expect(peer.netnsOf('pod-1')).toBe(ns.key);
+    expect(peer.activeCount).toBe(peer.active.size);
+    expect(peer.netnsOf('no-such-pod')).toBeUndefined();
     expect(peer.boundPorts('pod-1').sort()).toEqual(
       ['tcp 127.0.0.1:15053', 'tcp [::1]:15053', 'tcp [::]:15001', 'tcp [::]:15006', 'tcp [::]:15008', 'udp 127.0.0.1:15053', 'udp [::1]:15053'].sort());
     // The sockets live in the pod netns, carry the mark, and nothing of it is in ours.
