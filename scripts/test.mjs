@@ -3,22 +3,14 @@
 // the native tests under ctest, and ends with one plain line
 // `N passed, N failed` counted from the runners' own reports.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { newest } from './lib/newest.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(root);
 
-function newest(dir, exts) {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) t = Math.max(t, newest(p, exts));
-    else if (exts.some((x) => e.name.endsWith(x))) t = Math.max(t, statSync(p).mtimeMs);
-  }
-  return t;
-}
 
 // Mount points (from /proc/self/mountinfo) whose path contains `pwt-`: what the
 // tests make (netns files, ctest's run dirs). A phase that adds one and leaves it is a leak.

@@ -21,6 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { newest } from '../../scripts/lib/newest.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SELF = fileURLToPath(import.meta.url);
@@ -136,16 +137,6 @@ function preflight() {
   return { ...found, node: realpathSync(process.execPath) };
 }
 
-/** The newest mtime of the files under `dir` ending in one of `exts`. */
-function newest(dir, exts) {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) t = Math.max(t, newest(p, exts));
-    else if (exts.some((x) => e.name.endsWith(x))) t = Math.max(t, statSync(p).mtimeMs);
-  }
-  return t;
-}
 
 // ---- staging ----
 
