@@ -106,10 +106,9 @@ const nftClean = new GenerationCache();
  */
 async function nftDrift(ns: Netns, model: RuleModel, sender: NonNullable<EngineOptions['nft']>): Promise<string[]> {
   if (sender !== nativeNft) return (await readNft(ns, model, sender, true)).drift;
-  const { generation, clean } = await nftClean.check(ns, model);
-  if (clean) return [];
-  const drift = (await readNft(ns, model, sender, true)).drift;
-  await nftClean.settle(ns, model, '', generation, drift.length === 0);
+  if (await nftClean.clean(ns, model)) return [];
+  let drift: string[] = [];
+  await nftClean.compare(ns, model, '', async () => (drift = (await readNft(ns, model, sender, true)).drift).length === 0);
   return drift;
 }
 

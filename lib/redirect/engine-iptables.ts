@@ -131,16 +131,13 @@ export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOp
   const same = () => model.families.map((family): FamilyState => ({ family, pristine: false, drift: [], residue: true, tables: new Map(), staleGuards: [] }));
   // `quick` (apply and verify; not remove, which needs the plan): nf_tables unchanged since the
   // netns was last found to hold exactly the model's iptables-nft rules — nothing to read.
-  const gen = quick && !opts.runner ? await iptClean.check(ns, model, opts.mode ?? '') : undefined;
-  if (gen?.clean) return same();
+  const fast = quick && !opts.runner;
+  const tag = opts.mode ?? '';
+  if (fast && await iptClean.clean(ns, model, tag)) return same();
   // A netns with no packet-filter state at all (a new pod) has nothing to read back.
   const empty = await packetFilterEmpty(ns, model.families);
   // Or a netns whose nf_tables state is exactly those rules, confirmed by one dump.
-  if (quick && !empty && !opts.runner) {
-    const ok = await sameAsReference(ns, model, opts.mode);
-    await iptClean.settle(ns, model, opts.mode ?? '', gen!.generation, ok);
-    if (ok) return same();
-  }
+  if (fast && !empty && await iptClean.compare(ns, model, tag, () => sameAsReference(ns, model, opts.mode))) return same();
   return Promise.all(model.families.map(async (family) => {
     const m = opts.mode ? { mode: opts.mode } : {};
     const [ref, liveText] = await Promise.all([

@@ -9,19 +9,25 @@ import { rulesetGeneration } from '../net/nft/generation.js';
 export class GenerationCache {
   readonly #clean = new WeakMap<Netns, { key: object; tag: string; generation: number }>();
 
-  /** The netns's generation now, and whether `key` (+ `tag`) was found clean at exactly that one. */
-  async check(ns: Netns, key: object, tag = ''): Promise<{ generation: number; clean: boolean }> {
-    const generation = await rulesetGeneration(ns);
+  /**
+   * Whether `key` (+ `tag`) was found clean in this Netns at the generation it has now. Without
+   * such a record nothing is asked of the kernel (a new pod's apply pays no extra request).
+   */
+  async clean(ns: Netns, key: object, tag = ''): Promise<boolean> {
     const e = this.#clean.get(ns);
-    return { generation, clean: e !== undefined && e.key === key && e.tag === tag && e.generation === generation };
+    if (e === undefined || e.key !== key || e.tag !== tag) return false;
+    return (await rulesetGeneration(ns)) === e.generation;
   }
 
   /**
-   * After a full comparison that began at generation `before`: remembered when it found `key`
-   * clean and nothing was committed while it ran; forgotten otherwise.
+   * Runs a full comparison (`compare` resolves true when clean) between two generation reads:
+   * remembered when clean and nothing was committed while it ran, forgotten otherwise.
    */
-  async settle(ns: Netns, key: object, tag: string, before: number, clean: boolean): Promise<void> {
-    if (clean && (await rulesetGeneration(ns)) === before) this.#clean.set(ns, { key, tag, generation: before });
+  async compare(ns: Netns, key: object, tag: string, compare: () => Promise<boolean>): Promise<boolean> {
+    const before = await rulesetGeneration(ns);
+    const ok = await compare();
+    if (ok && (await rulesetGeneration(ns)) === before) this.#clean.set(ns, { key, tag, generation: before });
     else this.#clean.delete(ns);
+    return ok;
   }
 }

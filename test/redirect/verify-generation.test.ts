@@ -14,14 +14,15 @@ import { privileged } from '../helpers/privileged.js';
 const inNs = (name: string, ...argv: string[]) => execFileSync('ip', ['netns', 'exec', name, ...argv], { stdio: 'ignore' });
 
 /** The nf_tables reads (dumps, requests) other than NFT_MSG_GETGEN made on the netns's netfilter socket while `fn` runs. */
-async function reads<T>(ns: Netns, fn: () => Promise<T>): Promise<{ result: T; reads: number }> {
+async function reads<T>(ns: Netns, fn: () => Promise<T>): Promise<{ result: T; reads: number; generations: number }> {
   const nf = (await ns.netlink()).nfnetlink as { request: (m: Buffer, op: string, atomic?: boolean) => Promise<unknown>; dump: (m: Buffer, op: string) => Promise<unknown> };
   const { request, dump } = nf;
   let n = 0;
-  nf.request = (m, op, atomic) => { if (op !== 'NFT_MSG_GETGEN') n++; return request.call(nf, m, op, atomic); };
+  let g = 0;
+  nf.request = (m, op, atomic) => { if (op !== 'NFT_MSG_GETGEN') n++; else g++; return request.call(nf, m, op, atomic); };
   nf.dump = (m, op) => { n++; return dump.call(nf, m, op); };
   try {
-    return { result: await fn(), reads: n };
+    return { result: await fn(), reads: n, generations: g };
   } finally {
     nf.request = request;
     nf.dump = dump;
@@ -81,7 +82,8 @@ describe.skipIf(!privileged('nft', 'iptables-nft'))('nf_tables ruleset generatio
   it('iptables-nft: verify (and apply\'s state check) skip the capture while nothing was committed; drift after is found', async () => {
     const ns = await freshNetns();
     const model = inpodRules({ ipv6: true });
-    await apply(ns, model, { backend: 'iptables', iptablesMode: 'nft' });
+    // A new pod's apply asks nothing of the generation (nothing on record for this Netns).
+    expect((await reads(ns, () => apply(ns, model, { backend: 'iptables', iptablesMode: 'nft' }))).generations).toBe(0);
     expect((await verify(ns, model, { backend: 'iptables', iptablesMode: 'nft' })).ok).toBe(true);
     const again = await reads(ns, () => verify(ns, model, { backend: 'iptables', iptablesMode: 'nft' }));
     expect(again.result).toEqual({ ok: true, drift: [] });
