@@ -267,7 +267,7 @@ export class Agent {
       // The ambient informer already lists and watches exactly this node's pods: share it unless repair selects differently.
       const shared = r.nodeName === cfg.nodeName && r.fieldSelectors.trim() === '' && r.labelSelectors.trim() === '';
       const repair = new RepairController({
-        client: this.client, config: r, resolveNetns: (pod) => this.findNetns(pod),
+        client: this.client, config: r, resolveNetns: (pod) => this.findNetns(pod), accessChecked: true,
         ...(shared ? { sharedPods: controller.pods } : {}),
         ambient: ambientRepairHook(controller, (pod) => this.findNetns(pod)),
         onRepaired: (type, result) => this.metrics.podsRepaired.inc({ type, result }),

@@ -77,6 +77,8 @@ export interface RepairControllerOptions {
   /** One outcome (`istio_cni_repair_pods_repaired_total{type,result}`). */
   onRepaired?: (type: RepairType, result: RepairResult) => void;
   log?: (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: { pod?: string; error?: unknown }) => void;
+  /** The caller already ran checkRepairAccess (the agent does, before touching the host): start() skips it. */
+  accessChecked?: boolean;
   /** Informer watch timeout (seconds). */
   watchTimeoutSeconds?: number;
   /** Time source of the delete rate limit and the queue. */
@@ -229,13 +231,13 @@ export class RepairController {
   }
 
   /**
-   * Checks the permissions the enabled actions need (RepairRbacError), starts the informer;
+   * Checks the permissions the enabled actions need (RepairRbacError; unless `accessChecked`), starts the informer;
    * resolves once it has synced and every cached pod is queued.
    */
   async start(): Promise<void> {
     if (this.started) throw new Error('RepairController: already started');
     this.started = true;
-    await checkRepairAccess(this.opts.client, this.cfg, this.log);
+    if (!this.opts.accessChecked) await checkRepairAccess(this.opts.client, this.cfg, this.log);
     const enqueue = (p: V1Pod) => { if (this.running) this.queue.add(keyOf(p)); };
     this.unsubscribe.push(
       this.pods.on('add', enqueue),
