@@ -11,7 +11,7 @@ import { NodeGate, NodeGateError } from '../../lib/agent/node-gate.js';
 import { Informer } from '../../lib/kube/informer.js';
 import { NODES } from '../../lib/kube/resources.js';
 import { AgentTestNode } from '../helpers/agent-node.js';
-import { spawnCli, type SpawnedCli } from '../helpers/cli.js';
+import { spawnAgent, type SpawnedCli } from '../helpers/cli.js';
 import { httpGet } from '../helpers/http.js';
 import { adminClient, agentClient, describeKube, kubeEnv, until } from '../helpers/kube.js';
 import { privileged } from '../helpers/privileged.js';
@@ -88,14 +88,8 @@ describeKube('podwire agent: node readiness taint', () => {
   }, 60_000);
 });
 
-function startAgentProcess(env: Record<string, string>): SpawnedCli {
-  const a = spawnCli(['agent'], { env: { ...env, KUBECONFIG: kubeEnv().agentKubeconfig }, timeoutMs: 120_000 });
-  cleanups.push(async () => {
-    if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill('SIGKILL');
-    await a.done;
-  });
-  return a;
-}
+const startAgentProcess = (env: Record<string, string>): SpawnedCli =>
+  spawnAgent({ ...env, KUBECONFIG: kubeEnv().agentKubeconfig }, (fn) => cleanups.push(fn));
 
 describeKube('podwire agent (process): node readiness taint across kill -9', () => {
   it.skipIf(!privileged('nft'))('the restarted agent taints the node from its start until it is ready again', async () => {

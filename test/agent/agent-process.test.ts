@@ -9,7 +9,7 @@ import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
 import { ZtunnelPeer } from '../../lib/zds/peer.js';
 import { AgentTestNode, type TestPod } from '../helpers/agent-node.js';
-import { runCli, spawnCli, type SpawnedCli } from '../helpers/cli.js';
+import { runCli, spawnAgent, type SpawnedCli } from '../helpers/cli.js';
 import { httpGet } from '../helpers/http.js';
 import { adminClient, describeKube, freshNamespace, kubeEnv, removeNamespace, until } from '../helpers/kube.js';
 import { privileged } from '../helpers/privileged.js';
@@ -50,14 +50,8 @@ it.each([
 /** `nft -a list ruleset` of a pod: rule handles change whenever rules are rewritten. */
 const ruleset = (p: TestPod) => execFileSync('ip', ['netns', 'exec', p.netnsName, 'nft', '-a', 'list', 'ruleset'], { encoding: 'utf8' });
 
-function startAgent(env: Record<string, string>): SpawnedCli {
-  const a = spawnCli(['agent'], { env: { ...env, KUBECONFIG: kubeEnv().agentKubeconfig }, timeoutMs: 120_000 });
-  cleanups.push(async () => {
-    if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill('SIGKILL');
-    await a.done;
-  });
-  return a;
-}
+const startAgent = (env: Record<string, string>): SpawnedCli =>
+  spawnAgent({ ...env, KUBECONFIG: kubeEnv().agentKubeconfig }, (fn) => cleanups.push(fn));
 
 async function readyz(env: Record<string, string>): Promise<number> {
   return (await httpGet({ host: '127.0.0.1', port: Number(env.HEALTH_PORT) }, '/readyz').catch(() => ({ status: 0 }))).status;

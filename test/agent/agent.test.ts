@@ -325,19 +325,24 @@ describeKube('podwire agent: DELs queued while it was down', () => {
   }, 60_000);
 });
 
+/** A quiet agent on `node` with the repair controller configured from the node's env plus `extra`; stopped after the test. */
+async function repairAgent(node: AgentTestNode, extra: Record<string, string> = {}): Promise<Agent> {
+  const { parseRepairConfig } = await import('../../lib/repair/config.js');
+  const agent = new Agent({
+    config: await node.config(extra), repair: parseRepairConfig(await node.env(extra)), client: agentClient(),
+    logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
+  });
+  cleanups.push(() => agent.stop({ cleanup: true }));
+  return agent;
+}
+
 describeKube('podwire agent: repair', () => {
   it.skipIf(!privileged('nft'))('a sidecar pod whose istio-validation failed with 126 gets its rules from the repair controller', async () => {
-    const { parseRepairConfig } = await import('../../lib/repair/config.js');
     const node = await AgentTestNode.create();
     cleanups.push(() => node.teardown());
     const admin = adminClient();
     const ns = await freshNamespace(admin);
-    const env = await node.env();
-    const agent = new Agent({
-      config: await node.config(), repair: parseRepairConfig(env), client: agentClient(),
-      logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
-    });
-    cleanups.push(() => agent.stop({ cleanup: true }));
+    const agent = await repairAgent(node);
     await within('agent start', agent.start(), 30_000);
     expect(agent.repair!.pods).toBe(agent.controller!.pods);  // one list + watch of this node's pods, not two
     const w = await node.wire();
@@ -362,17 +367,11 @@ describeKube('podwire agent: repair', () => {
 
 describeKube('podwire agent: repair permissions', () => {
   it('REPAIR_DELETE_PODS without delete pods in the agent\'s RBAC: the start fails before anything else, naming it', async () => {
-    const { parseRepairConfig, } = await import('../../lib/repair/config.js');
     const { AgentStartError } = await import('../../lib/agent/agent.js');
     const { RepairRbacError } = await import('../../lib/repair/controller.js');
     const node = await AgentTestNode.create();
     cleanups.push(() => node.teardown());
-    const env = await node.env({ REPAIR_DELETE_PODS: 'true' });
-    const agent = new Agent({
-      config: await node.config(), repair: parseRepairConfig(env), client: agentClient(),
-      logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
-    });
-    cleanups.push(() => agent.stop({ cleanup: true }));
+    const agent = await repairAgent(node, { REPAIR_DELETE_PODS: 'true' });
     const err = await agent.start().then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(AgentStartError);
     expect((err as InstanceType<typeof AgentStartError>).stage).toBe('repair permissions');
@@ -383,18 +382,12 @@ describeKube('podwire agent: repair permissions', () => {
 
 describeKube('podwire agent: ambient repair', () => {
   it.skipIf(!privileged('nft'))('a running ambient pod the agent could not enroll (no netns found) is enrolled by the repair controller once its netns appears: traffic captured', async () => {
-    const { parseRepairConfig } = await import('../../lib/repair/config.js');
     const node = await AgentTestNode.create();
     cleanups.push(() => node.teardown());
     const admin = adminClient();
     const ns = await freshNamespace(admin, { 'istio.io/dataplane-mode': 'ambient' });
     cleanups.push(() => removeNamespace(admin, ns));
-    const env = await node.env({ REPAIR_AMBIENT_GRACE: '1s', REPAIR_RESYNC_INTERVAL: '1s' });
-    const agent = new Agent({
-      config: await node.config(), repair: parseRepairConfig(env), client: agentClient(),
-      logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
-    });
-    cleanups.push(() => agent.stop({ cleanup: true }));
+    const agent = await repairAgent(node, { REPAIR_AMBIENT_GRACE: '1s', REPAIR_RESYNC_INTERVAL: '1s' });
     const peer = new ZtunnelPeer({ path: node.zdsPath, backoffMaxMs: 200 });
     cleanups.push(() => peer.stop());
     // Running before the agent starts, but no process of it is in /proc: the informer path fails for good.

@@ -7,7 +7,7 @@
 // and containerd runs DEL; a busybox container serves HTTP to the node; and after
 // stop the host is as it was (no cni-* netns, /var/lib/cni, /run/containerd,
 // links, cgroups or temp dirs).
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,11 +17,11 @@ import { listenTcp } from '../../lib/net/sock/listen.js';
 import {
   bridgeConflist, debianCniAvailable, makeCniBinDir, readSpyLog, spyPlugin, writeConflist, writeSpyPlugin,
 } from '../helpers/cni-fixtures.js';
-import { cgroupMounts, CONTAINERD_TOOLS, startContainerd, type Containerd } from '../helpers/containerd.js';
+import { cgroupMounts, CONTAINERD_TOOLS, CriNode, startContainerd, type Containerd } from '../helpers/containerd.js';
 import { ContainerState, SANDBOX_READY } from '../helpers/cri.js';
 import { GrpcError } from '../helpers/grpc.js';
-import { nsName } from '../helpers/netns.js';
 import { busyboxAvailable, busyboxImage, BUSYBOX_REF } from '../helpers/oci-image.js';
+import { nsName } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 
 const inCI = process.env.CI === 'true' || process.env.CI === '1';
@@ -94,6 +94,7 @@ describe.skipIf(!prerequisites())('containerd + runc through CRI', () => {
   let nodeName = '';
   let node: Netns | undefined;
   let ctrd: Containerd | undefined;
+  let cri: CriNode | undefined;
   let work = '';
   let confDir = '';
   let ipamDir = '';
@@ -113,11 +114,9 @@ describe.skipIf(!prerequisites())('containerd + runc through CRI', () => {
   beforeAll(async () => {
     before = hostState();
     linksBefore = await hostLinks();
-    nodeName = nsName();
-    node = await Netns.create(nodeName);
-    await (await node.netlink()).links.set('lo', { up: true });
+    cri = await CriNode.create(nsName());
+    ({ name: nodeName, ns: node, work } = cri);
     await node.sysctl.set('net.ipv6.conf.default.accept_dad', 0);
-    work = mkdtempSync(join(tmpdir(), `pwt-cri-${process.pid}-`));
     confDir = join(work, 'net.d');
     ipamDir = join(work, 'ipam');
     spyLog = join(work, 'spy.log');
@@ -134,12 +133,7 @@ describe.skipIf(!prerequisites())('containerd + runc through CRI', () => {
 
   afterAll(async () => {
     console.log(`CRI timings (ms): ${JSON.stringify(timings)}`);
-    const problems: unknown[] = [];
-    await ctrd?.stop().catch((e: unknown) => problems.push(e));
-    node?.close();
-    if (nodeName) await Netns.remove(nodeName).catch(() => undefined);
-    if (work) rmSync(work, { recursive: true, force: true });
-    if (problems.length) throw problems[0];
+    await cri?.teardown(ctrd);
   }, 60_000);
 
   it('answers Version and Status, runs in the node netns and hides the host paths', async () => {

@@ -8,12 +8,12 @@
 // programming Istio's in-pod rules — in the test's pwt- node netns (the pod's
 // "host"), where the host's tools read them back.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { CONTAINERD_TOOLS, CRI_NAMESPACE, startContainerd, type Containerd, type Sandbox } from '../helpers/containerd.js';
+import { CONTAINERD_TOOLS, CRI_NAMESPACE, CriNode, startContainerd, type Containerd, type Sandbox } from '../helpers/containerd.js';
 import { ContainerState, NamespaceMode } from '../helpers/cri.js';
 import { nsName } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
@@ -69,6 +69,7 @@ describe.skipIf(!prerequisites())('the DaemonSet image in containerd', () => {
   let nodeName = '';
   let node: Netns | undefined;
   let ctrd: Containerd | undefined;
+  let cri: CriNode | undefined;
   let pod: Sandbox | undefined;
   let work = '';
   let seq = 0;
@@ -124,10 +125,8 @@ describe.skipIf(!prerequisites())('the DaemonSet image in containerd', () => {
     process.stderr.write(build.stderr);
     timings.build = Math.round(performance.now() - t0);
 
-    nodeName = nsName();
-    node = await Netns.create(nodeName);
-    await (await node.netlink()).links.set('lo', { up: true });
-    work = mkdtempSync(join(tmpdir(), `pwt-cri-${process.pid}-`));
+    cri = await CriNode.create(nsName());
+    ({ name: nodeName, ns: node, work } = cri);
     // No conflist: the one pod here is host-network, so no CNI plugin runs.
     for (const d of ['net.d', 'bin']) mkdirSync(join(work, d));
     const t1 = performance.now();
@@ -146,12 +145,7 @@ describe.skipIf(!prerequisites())('the DaemonSet image in containerd', () => {
 
   afterAll(async () => {
     console.log(`image test timings (ms): ${JSON.stringify(timings)}`);
-    const problems: unknown[] = [];
-    await ctrd?.stop().catch((e: unknown) => problems.push(e));
-    node?.close();
-    if (nodeName) await Netns.remove(nodeName).catch(() => undefined);
-    if (work) rmSync(work, { recursive: true, force: true });
-    if (problems.length) throw problems[0];
+    await cri?.teardown(ctrd);
   }, 60_000);
 
   it('is one uncompressed layer under 150 MB, entrypoint podwire agent, the version labelled', () => {

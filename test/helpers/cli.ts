@@ -54,3 +54,16 @@ export function spawnCli(argv: string[], opts: { env?: NodeJS.ProcessEnv; timeou
   });
   return { child, done };
 }
+
+/**
+ * `podwire agent` as a child process with `env` (KUBECONFIG included); `cleanup` receives
+ * what kills it (SIGKILL unless it already exited) and waits for it, to run with the test's other cleanups.
+ */
+export function spawnAgent(env: Record<string, string>, cleanup: (fn: () => Promise<unknown>) => void): SpawnedCli {
+  const a = spawnCli(['agent'], { env, timeoutMs: 120_000 });
+  cleanup(async () => {
+    if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill('SIGKILL');
+    await a.done;
+  });
+  return a;
+}

@@ -33,6 +33,7 @@ import { dirname, join } from 'node:path';
 import { CriClient, NamespaceMode, type PodSandboxConfigT } from './cri.js';
 import { pauseImage, type BuiltImage } from './oci-image.js';
 import { processAlive } from '../../lib/demo/leftovers.js';
+import { Netns } from '../../lib/net/netns/netns.js';
 
 /** What startContainerd needs on the machine (root too). */
 export const CONTAINERD_TOOLS = ['containerd', 'containerd-shim-runc-v2', 'runc', 'ctr', 'tini', 'nsenter', 'unshare', 'setpriv', 'cc'];
@@ -612,5 +613,29 @@ export async function startContainerd(opts: StartContainerdOptions): Promise<Con
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;
+  }
+}
+
+/**
+ * What a CRI test's runtime runs in: a pwt- netns as the node's ("host") netns, lo up, and a pwt-
+ * work dir for its config. `teardown` stops containerd first, then removes both.
+ */
+export class CriNode {
+  private constructor(readonly name: string, readonly ns: Netns, readonly work: string) {}
+
+  /** `name`: the netns's (the caller's pwt- name, e.g. test/helpers/netns.ts nsName()). */
+  static async create(name: string): Promise<CriNode> {
+    const ns = await Netns.create(name);
+    await (await ns.netlink()).links.set('lo', { up: true });
+    return new CriNode(name, ns, mkdtempSync(join(tmpdir(), `pwt-cri-${process.pid}-`)));
+  }
+
+  async teardown(ctrd: Containerd | undefined): Promise<void> {
+    const problems: unknown[] = [];
+    await ctrd?.stop().catch((e: unknown) => problems.push(e));
+    this.ns.close();
+    await Netns.remove(this.name).catch(() => undefined);
+    rmSync(this.work, { recursive: true, force: true });
+    if (problems.length) throw problems[0];
   }
 }
