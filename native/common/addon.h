@@ -6,6 +6,8 @@
 #include <sys/eventfd.h>
 #include <sys/types.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -23,6 +25,17 @@ struct Addon {
   Napi::FunctionReference nlSocketCtor;
   JobRunner jobs;
 
+  // The receive buffer of every NlSocket of this env: they are read only on
+  // the JS thread, one recvmsg at a time, and each reply is copied out before
+  // the next read. One per socket would hold the pages every dump touched in
+  // each of them (tens of MB with a socket pair per enrolled pod). Allocated
+  // on first use, not zero-filled.
+  static constexpr size_t kNlRxSize = 1 << 18;
+  uint8_t* nlRx() {
+    if (!nlRx_) nlRx_.reset(new uint8_t[kNlRxSize]);
+    return nlRx_.get();
+  }
+
   // Written once by KillChildren and never read, so it stays readable: every
   // spawn polls it and stops waiting (killing its process group) at once
   // when the env goes away. Outlives the job threads (they are joined in the
@@ -38,6 +51,9 @@ struct Addon {
   bool closing = false;  // under childMu: set by KillChildren; a child registered later is killed at once
 
   static Addon& Of(Napi::Env env) { return *env.GetInstanceData<Addon>(); }
+
+ private:
+  std::unique_ptr<uint8_t[]> nlRx_;
 };
 
 // Builds a NetError (the class handed over by init()) from an ErrorInfo.

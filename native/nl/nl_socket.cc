@@ -73,7 +73,6 @@ NlSocket::NlSocket(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NlSocket>(
   env_ = info.Env();
   fd_.reset(info[0].As<Napi::Number>().Int32Value());
   protocol_ = info[1].As<Napi::Number>().Int32Value();
-  rxbuf_.reset(new uint8_t[kRxBufSize]);
 }
 
 NlSocket::~NlSocket() {
@@ -166,9 +165,10 @@ NlSocket::Pending* NlSocket::Submit(Napi::Env env, const Napi::CallbackInfo& inf
   return raw;
 }
 
-void NlSocket::Drain(Napi::Env) {
+void NlSocket::Drain(Napi::Env env) {
+  uint8_t* rx = Addon::Of(env).nlRx();  // shared by the env's sockets (JS thread only)
   for (;;) {
-    iovec iov{rxbuf_.get(), kRxBufSize};
+    iovec iov{rx, Addon::kNlRxSize};
     sockaddr_nl from{};
     msghdr mh{};
     mh.msg_name = &from;
@@ -189,8 +189,8 @@ void NlSocket::Drain(Napi::Env) {
     }
     if (from.nl_pid != 0) continue;  // only the kernel talks to us
     std::vector<nl::MsgSpan> spans;
-    nl::Split(rxbuf_.get(), static_cast<size_t>(n), &spans);
-    for (const auto& m : spans) Dispatch(rxbuf_.get() + m.offset, m.length);
+    nl::Split(rx, static_cast<size_t>(n), &spans);
+    for (const auto& m : spans) Dispatch(rx + m.offset, m.length);
     // Nobody waits any more: skip the recvmsg that would only say EAGAIN.
     // Anything unsolicited stays queued and is read (and ignored) next time.
     bool waiting = false;

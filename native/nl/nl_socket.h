@@ -72,10 +72,6 @@ class NlSocket : public Napi::ObjectWrap<NlSocket> {
   int protocol_ = 0;
   uint32_t nextSeq_ = 1;
   std::deque<std::unique_ptr<Pending>> pending_;
-  // Not zero-filled: only the pages recvmsg writes get faulted in (zeroing
-  // 256 KiB cost ~150 us per socket, most of a handle open).
-  std::unique_ptr<uint8_t[]> rxbuf_;
-  static constexpr size_t kRxBufSize = 1 << 18;
   uv_poll_t* poll_ = nullptr;  // heap: freed in uv_close's callback
   bool polling_ = false;
   bool refd_ = false;
