@@ -241,6 +241,7 @@ export class Dataplane {
     if (mode !== 'verify' && mode !== 'keep') throw new TypeError(`reconcile rules must be 'verify' or 'keep', got ${JSON.stringify(mode)}`);
     const report: ReconcileReport = { pods: items.length, repaired: [], failed: [], probeEntries: 0, pruned: [], complete: true };
     const keep = new Set<string>();
+    const refill: PodInfo[] = [];
     const fail = (uid: string, err: unknown) => {
       report.complete = false;
       report.failed.push({ uid, error: err instanceof Error ? err.message : String(err) });
@@ -262,13 +263,33 @@ export class Dataplane {
         } else if ((await this.establish(pod, item.netnsPath, mode)).repaired) {
           report.repaired.push(pod.uid);
         }
-        await this.probes.upsert(pod.ips, pod.uid);
+        refill.push(pod);
         for (const ip of pod.ips) keep.add(ip);
       }).catch((err: unknown) => fail(pod.uid, err));
     });
+    await this.refillProbes(refill, fail);
     if (report.complete) report.pruned = await this.probes.prune(keep, (uid) => this.cache.has(uid));
     report.probeEntries = this.probes.size;  // the index mirrors the kernel after load + refill: no second dump
     return report;
+  }
+
+  /**
+   * The probe set's entries for the reconciled pods, in one backend call (a
+   * fresh set after a reboot takes every pod's IPs at once), for pods still
+   * enrolled by then. If that fails, pod by pod, so a failure names its pod.
+   */
+  private async refillProbes(pods: PodInfo[], fail: (uid: string, err: unknown) => void): Promise<void> {
+    const live = (uid: string) => {
+      const e = this.cache.get(uid);
+      return e !== undefined && !e.leaving;
+    };
+    try {
+      await this.probes.upsertMany(pods, live);
+    } catch {
+      await mapLimit(pods, this.concurrency, (pod) => this.track(pod.uid, async () => {
+        if (live(pod.uid)) await this.probes.upsert(pod.ips, pod.uid);
+      }).catch((err: unknown) => fail(pod.uid, err)));
+    }
   }
 
   /** What differs from the enrolled state of one pod: rules, netns identity, ztunnel, probe set. */

@@ -76,9 +76,36 @@ export class ProbeIndex {
       const todo = opts.force ? wanted : wanted.filter((ip) => this.owners.get(ip) !== uid);
       if (todo.length === 0) return;
       this.touch(todo);
-      await this.backend.upsert(todo, uid);
+      await this.write(todo.map((ip) => ({ ip, uid })));
       for (const ip of todo) this.record(ip, uid);
     });
+  }
+
+  /**
+   * upsert() for many pods in one backend call (a restart's refill): the
+   * IPs not yet recorded for their pod, each written only if `live(uid)`
+   * still holds once its lock is held. Where two items name one IP, the
+   * later one wins.
+   */
+  upsertMany(items: ReadonlyArray<{ ips: string[]; uid: string }>, live: (uid: string) => boolean): Promise<void> {
+    const wanted = new Map<string, string>();  // canonical IP → UID
+    for (const { ips, uid } of items) for (const ip of this.accepted(ips)) wanted.set(ip, uid);
+    return this.lock.runAll(wanted.keys(), async () => {
+      const todo: ProbeEntry[] = [];
+      for (const [ip, uid] of wanted) if (this.owners.get(ip) !== uid && live(uid)) todo.push({ ip, uid });
+      if (todo.length === 0) return;
+      this.touch(todo.map((e) => e.ip));
+      await this.write(todo);
+      for (const e of todo) this.record(e.ip, e.uid);
+    });
+  }
+
+  // IPs the index has no owner for are written as fresh (the index mirrors the kernel).
+  private async write(entries: ProbeEntry[]): Promise<void> {
+    const fresh = entries.filter((e) => !this.owners.has(e.ip));
+    const moved = fresh.length === entries.length ? [] : entries.filter((e) => this.owners.has(e.ip));
+    if (fresh.length) await this.backend.upsert(fresh, { fresh: true });
+    if (moved.length) await this.backend.upsert(moved);
   }
 
   /**

@@ -37,12 +37,14 @@ export class IpsetProbeSet implements ProbeSet {
     }
   }
 
-  async upsert(ips: string[], uid: string): Promise<void> {
-    for (const [set, group] of this.bySet(ips)) await this.host.ipset.add(set, group.map((address) => ({ address, comment: uid })), { exist: true });
+  async upsert(entries: ProbeEntry[]): Promise<void> {
+    for (const [set, group] of this.bySet(entries, (e) => e.ip)) {
+      await this.host.ipset.add(set, group.map((e) => ({ address: e.ip, comment: e.uid })), { exist: true });
+    }
   }
 
   async remove(ips: string[]): Promise<void> {
-    for (const [set, group] of this.bySet(ips)) await this.host.ipset.del(set, group, { exist: true });
+    for (const [set, group] of this.bySet(ips, (ip) => ip)) await this.host.ipset.del(set, group, { exist: true });
   }
 
   async list(): Promise<ProbeEntry[]> {
@@ -68,11 +70,14 @@ export class IpsetProbeSet implements ProbeSet {
   }
 
   // One batched request per set.
-  private bySet(ips: string[]): Map<string, string[]> {
-    const out = new Map<string, string[]>();
-    for (const ip of ips) {
-      const set = this.setFor(ip);
-      if (set) out.set(set, [...(out.get(set) ?? []), ip]);
+  private bySet<T>(items: T[], ipOf: (item: T) => string): Map<string, T[]> {
+    const out = new Map<string, T[]>();
+    for (const item of items) {
+      const set = this.setFor(ipOf(item));
+      if (!set) continue;
+      const group = out.get(set);
+      if (group) group.push(item);
+      else out.set(set, [item]);
     }
     return out;
   }

@@ -2,7 +2,8 @@
 // `istio-inpod-probes-v4` (ipv4_addr) and `-v6` (ipv6_addr) in table
 // `inet istio-ambient-nat` of the host (node) netns, elements = pod IP with
 // the pod UID as comment.
-import { isNotFound } from '../net/errors.js';
+import { constants as osc } from 'node:os';
+import { isNotFound, NetError } from '../net/errors.js';
 import { formatIp, parseIp } from '../net/ip.js';
 import { listSetElems, sendSetElems, type SetElemOp } from '../net/nft/setelem.js';
 import { NFPROTO_INET } from '../net/nl/nfnl.js';
@@ -14,6 +15,8 @@ import { PROBE_SET_V4, PROBE_SET_V6 } from './probe-set-ipset.js';
 
 export const NFT_PROBE_TABLE = { family: 'inet', name: 'istio-ambient-nat' } as const;
 const SET_COMMENT = 'UUID of the pods that are part of ambient mesh';
+/** Entries per nf_tables batch (three messages each, ~0.3 MB): bounded so a large refill stays well inside the socket's buffers. */
+const UPSERT_BATCH = 1024;
 
 /** Runs an nft transaction in a netns. */
 export type NftRunner = (ns: Netns, tx: Transaction) => Promise<void>;
@@ -48,14 +51,34 @@ export class NftProbeSet implements ProbeSet {
     await this.run(this.host, tx);
   }
 
-  async upsert(ips: string[], uid: string): Promise<void> {
-    const ops: SetElemOp[] = [];
-    for (const ip of ips) {
-      const t = this.setFor(ip);
+  async upsert(entries: ProbeEntry[], opts: { fresh?: boolean } = {}): Promise<void> {
+    const nf = await this.nf();
+    for (let s = 0; s < entries.length; s += UPSERT_BATCH) {
+      const elems: Array<{ set: string; key: Buffer; comment: string }> = [];
+      for (const { ip, uid } of entries.slice(s, s + UPSERT_BATCH)) {
+        const t = this.setFor(ip);
+        if (t) elems.push({ ...t, comment: uid });
+      }
+      if (elems.length === 0) continue;
+      // Ordered by set, so each step is one message per set.
+      elems.sort((a, b) => (a.set < b.set ? -1 : a.set > b.set ? 1 : 0));
+      if (opts.fresh) {
+        // Believed absent: one exclusive add with the comment; any element already there aborts it (EEXIST).
+        try {
+          await sendSetElems(nf, NFPROTO_INET, NFT_PROBE_TABLE.name, elems.map((e) => ({ op: 'add', exclusive: true, ...e })));
+          continue;
+        } catch (err) {
+          if (!(err instanceof NetError && err.errno === osc.errno.EEXIST)) throw err;
+        }
+      }
       // add (no-op if present) + delete + add with the comment: replaces the comment atomically.
-      if (t) ops.push({ op: 'add', ...t }, { op: 'delete', ...t }, { op: 'add', ...t, comment: uid });
+      const plain = elems.map((e) => ({ set: e.set, key: e.key }));
+      await sendSetElems(nf, NFPROTO_INET, NFT_PROBE_TABLE.name, [
+        ...plain.map((e): SetElemOp => ({ op: 'add', ...e })),
+        ...plain.map((e): SetElemOp => ({ op: 'delete', ...e })),
+        ...elems.map((e): SetElemOp => ({ op: 'add', ...e })),
+      ]);
     }
-    await sendSetElems(await this.nf(), NFPROTO_INET, NFT_PROBE_TABLE.name, ops);
   }
 
   async remove(ips: string[]): Promise<void> {

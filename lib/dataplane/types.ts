@@ -52,8 +52,14 @@ export interface ProbeSet {
   ensure(): Promise<void>;
   /** Whether an IP goes into the set at all (IPv6 ones are ignored without IPv6, as upstream). */
   handles(ip: string): boolean;
-  /** Adds or overwrites (upsert) each IP with the pod UID as comment. */
-  upsert(ips: string[], uid: string): Promise<void>;
+  /**
+   * Adds or overwrites (upsert) each entry's IP with its pod UID as comment,
+   * in as few kernel requests as the backend allows (a restart's refill
+   * writes every pod's IPs at once). `fresh`: the caller believes none of
+   * these IPs is in the set (a cheaper write is tried first; an entry that
+   * is there after all is still overwritten).
+   */
+  upsert(entries: ProbeEntry[], opts?: { fresh?: boolean }): Promise<void>;
   /** Removes each IP, whoever owns it; a missing one is no error. */
   remove(ips: string[]): Promise<void>;
   /** Every entry, read from the kernel (IPs in canonical form). */

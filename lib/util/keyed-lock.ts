@@ -15,13 +15,26 @@ export class KeyedLock {
   }
 
   /**
-   * Runs fn holding every key at once. Keys are taken in sorted order, so two
-   * callers with overlapping keys can never wait for each other in a cycle.
+   * Runs fn holding every key at once. The call queues behind every key in
+   * one synchronous step, so any two callers are in the same order on every
+   * key they share and can never wait for each other in a cycle; the cost is
+   * O(keys), whatever their number (a restart's probe-set refill holds
+   * thousands).
    */
   runAll<T>(keys: Iterable<string>, fn: () => Promise<T>): Promise<T> {
-    const sorted = [...new Set(keys)].sort();
-    const step = (i: number): Promise<T> => (i === sorted.length ? fn() : this.run(sorted[i]!, () => step(i + 1)));
-    return step(0);
+    const unique = [...new Set(keys)];
+    const prev: Array<Promise<unknown>> = [];
+    for (const k of unique) {
+      const t = this.tails.get(k);
+      if (t) prev.push(t);
+    }
+    const result = prev.length === 0 ? Promise.resolve().then(fn) : Promise.all(prev).then(fn);
+    const tail = result.then(() => undefined, () => undefined);
+    for (const k of unique) this.tails.set(k, tail);
+    void tail.then(() => {
+      for (const k of unique) if (this.tails.get(k) === tail) this.tails.delete(k);
+    });
+    return result;
   }
 
   get size(): number {

@@ -73,10 +73,10 @@ export class FakeProbes implements ProbeSet {
   handles(ip: string): boolean {
     return ip.length > 0;
   }
-  async upsert(ips: string[], uid: string): Promise<void> {
+  async upsert(entries: ProbeEntry[]): Promise<void> {
     if (this.fail) throw new Error('ipset down');
     await Promise.resolve();
-    for (const ip of ips) this.entries.set(ip, uid);
+    for (const e of entries) this.entries.set(e.ip, e.uid);
   }
   async remove(ips: string[]): Promise<void> {
     if (this.fail) throw new Error('ipset down');

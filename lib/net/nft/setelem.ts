@@ -3,7 +3,7 @@
 // through the script compiler for two elements costs more than the kernel
 // work. One batch per call, atomic; comments use libnftnl's udata layout so
 // `nft list` shows them.
-import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REQUEST, type RawMsg } from '../nl/codec.js';
+import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, type RawMsg } from '../nl/codec.js';
 import { NFNL_SUBSYS_NFTABLES, nftBatch, nfgenmsg, nfnlType } from '../nl/nfnl.js';
 import type { NlTransport } from '../nl/transport.js';
 import { NFT_MSG } from './ir.js';
@@ -23,6 +23,8 @@ export interface SetElemOp {
   /** The key in network byte order (an IPv4/IPv6 address for ipv4_addr/ipv6_addr sets). */
   key: Buffer;
   comment?: string;
+  /** add only: fail with EEXIST (aborting the batch) if the element is there. */
+  exclusive?: boolean;
 }
 
 export interface SetElem {
@@ -36,17 +38,41 @@ function udata(comment: string): Buffer {
   return Buffer.concat([Buffer.from([UDATA_COMMENT, text.length]), text]);
 }
 
-/** One atomic batch of element additions/deletions in one table; only the last message asks for an ACK. */
+/**
+ * Elements per message: the element list is one attribute, whose length is
+ * 16 bits (an element with a UID comment takes about 80 bytes).
+ */
+const MAX_PER_MSG = 512;
+
+/**
+ * One atomic batch of element additions/deletions in one table, applied in
+ * order. Consecutive ops of one kind on one set share a message (as nft
+ * sends them), so a refill of thousands of IPs is a few messages, not one
+ * per element; only the last message asks for an ACK.
+ */
 export function setElemBatch(family: number, table: string, ops: SetElemOp[]): Buffer {
   if (ops.length === 0) throw new RangeError('setElemBatch: no operations');
-  const msgs = ops.map((o, i) => {
+  const kind = (o: SetElemOp) => `${o.op} ${o.set} ${o.op === 'add' && o.exclusive ? 'x' : ''}`;
+  const groups: SetElemOp[][] = [];
+  for (const o of ops) {
+    const last = groups[groups.length - 1];
+    if (last && last.length < MAX_PER_MSG && kind(last[0]!) === kind(o)) last.push(o);
+    else groups.push([o]);
+  }
+  const msgs = groups.map((group, i) => {
+    const o = group[0]!;
     const type = nfnlType(SUBSYS, o.op === 'add' ? NEWSETELEM : DELSETELEM);
-    const flags = NLM_F_REQUEST | (o.op === 'add' ? NLM_F_CREATE : 0) | (i === ops.length - 1 ? NLM_F_ACK : 0);
+    const flags = NLM_F_REQUEST | (o.op === 'add' ? NLM_F_CREATE : 0) | (o.op === 'add' && o.exclusive ? NLM_F_EXCL : 0) |
+      (i === groups.length - 1 ? NLM_F_ACK : 0);
     const w = new MsgWriter(type, flags).raw(nfgenmsg(family)).str(LIST.TABLE, table).str(LIST.SET, o.set);
-    w.begin(LIST.ELEMENTS, true).begin(NFTA_LIST_ELEM, true);
-    w.begin(ELEM.KEY, true).attr(NFTA_DATA_VALUE, o.key).end();
-    if (o.op === 'add' && o.comment !== undefined) w.attr(ELEM.USERDATA, udata(o.comment));
-    w.end().end();
+    w.begin(LIST.ELEMENTS, true);
+    for (const e of group) {
+      w.begin(NFTA_LIST_ELEM, true);
+      w.begin(ELEM.KEY, true).attr(NFTA_DATA_VALUE, e.key).end();
+      if (e.op === 'add' && e.comment !== undefined) w.attr(ELEM.USERDATA, udata(e.comment));
+      w.end();
+    }
+    w.end();
     return w.finish();
   });
   return nftBatch(msgs);
