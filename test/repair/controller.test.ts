@@ -146,7 +146,8 @@ describeKube('repair controller', () => {
     const { ctl, metrics } = controller(node, { REPAIR_REPAIR_PODS: 'false', REPAIR_DELETE_PODS: 'true', REPAIR_DELETE_RATE: '600' });
     await ctl.start();
     await until('deleted', async () => (await podOrUndefined(ns, 'web')) === undefined);
-    expect(has(metrics, 'delete', 'success')).toBe(true);
+    // The API server can show the pod gone before the controller's delete call has returned.
+    await until('delete metric', () => has(metrics, 'delete', 'success'));
     const ev = await until('DeleteBrokenPod event', async () => (await events(ns, 'web')).find((e) => e.reason === 'DeleteBrokenPod'));
     expect(ev).toMatchObject({ type: 'Warning', source: { component: REPAIR_COMPONENT }, involvedObject: { uid: old.metadata!.uid } });
 
