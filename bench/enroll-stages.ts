@@ -4,6 +4,8 @@
 // Stages are timed at the Dataplane's seams: in-pod rules (netlink handle, routes, rules),
 // ZDS add with the fd until the ack, probe-set upsert + retain; "netns open + cache" is the rest.
 //   npm run bench -- enroll-stages [N=300] [SCALE=500]
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { PATHS, podInfo, withNode, type Agent, type PathDef } from './lib/enroll-node.js';
 import { writeResults, type Series } from './lib/report.js';
 
@@ -52,11 +54,22 @@ async function stages(path: PathDef): Promise<Series[]> {
   });
 }
 
-/** SCALE pods enrolled with `inFlight` at once: per-pod time from the wall clock (µs per pod). */
+/** CPU time (user + system, µs) a process has used so far, all its threads; children it waited for included. */
+function processCpuUs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+  // utime, stime, cutime, cstime (fields 14-17, in clock ticks of 10 ms here)
+  return [11, 12, 13, 14].reduce((s, i) => s + Number(f[i]), 0) * 10_000;
+}
+
+/**
+ * SCALE pods enrolled with `inFlight` at once: per-pod time from the wall clock (µs per pod), and
+ * how many of the machine's cores the agent and the peer kept busy meanwhile (their CPU time ÷ wall).
+ */
 async function throughput(path: PathDef, inFlight: number): Promise<Series> {
-  return withNode(path, SCALE, async (agent, pods) => {
+  return withNode(path, SCALE, async (agent, pods, peerPid) => {
     let next = 0;
-    const cpu0 = process.cpuUsage();
+    const cpu0 = processCpuUs(process.pid);
+    const peer0 = processCpuUs(peerPid);
     const t0 = performance.now();
     await Promise.all(Array.from({ length: inFlight }, async () => {
       while (next < pods.length) {
@@ -65,11 +78,16 @@ async function throughput(path: PathDef, inFlight: number): Promise<Series> {
       }
     }));
     const wallUs = (performance.now() - t0) * 1000;
-    const cpu = process.cpuUsage(cpu0);
+    const cpu = processCpuUs(process.pid) - cpu0;  // the agent (this process) and the tools it waited for
+    const peer = processCpuUs(peerPid) - peer0;
     const perPod = wallUs / pods.length;
     return {
       label: `${path.label}, ${inFlight} in flight (µs per pod, wall)`, samples: [perPod],
-      notes: { pods: pods.length, inFlight, podsPerSec: Math.round(1e6 / perPod), agentCpuUsPerPod: Math.round((cpu.user + cpu.system) / pods.length) },
+      notes: {
+        pods: pods.length, inFlight, podsPerSec: Math.round(1e6 / perPod),
+        agentCpuUsPerPod: Math.round(cpu / pods.length), peerCpuUsPerPod: Math.round(peer / pods.length),
+        coresBusy: Math.round(((cpu + peer) / wallUs) * 100) / 100, cores: availableParallelism(),
+      },
     };
   });
 }
@@ -91,7 +109,7 @@ for (const p of [PATHS[0]!, PATHS[2]!]) {
   for (const f of FLIGHT) {
     const s = await throughput(p, f);
     series.push(s);
-    console.log(`${s.label}: ${s.samples[0]!.toFixed(0)} µs per pod, ${String(s.notes!.podsPerSec)} pods/s`);
+    console.log(`${s.label}: ${s.samples[0]!.toFixed(0)} µs per pod, ${String(s.notes!.podsPerSec)} pods/s, ${String(s.notes!.coresBusy)} cores busy`);
   }
   ratios[`${p.label}: 8 in flight vs 1 (speed-up)`] = [`${p.label}, 1 in flight (µs per pod, wall)`, `${p.label}, 8 in flight (µs per pod, wall)`];
 }

@@ -63,10 +63,10 @@ export async function settle(): Promise<void> {
 }
 
 /**
- * A node with `pods` fresh pod netns, the path's agent and a ztunnel-sim child connected to it;
- * runs `fn`, then tears everything down.
+ * A node with `pods` fresh pod netns, the path's agent and a ztunnel-sim child connected to it
+ * (its pid passed on); runs `fn`, then tears everything down.
  */
-export async function withNode<T>(path: PathDef, pods: number, fn: (agent: Agent, pods: DemoPod[]) => Promise<T>): Promise<T> {
+export async function withNode<T>(path: PathDef, pods: number, fn: (agent: Agent, pods: DemoPod[], peerPid: number) => Promise<T>): Promise<T> {
   const prefix = `pwt-bench-${process.pid}-`;
   const node = await buildNode({ prefix, pods, concurrency: 8 });
   const sock = `/tmp/pwt-bench-${process.pid}.sock`;
@@ -83,7 +83,7 @@ export async function withNode<T>(path: PathDef, pods: number, fn: (agent: Agent
       await new Promise((r) => setTimeout(r, 10));
     }
     global.gc?.();
-    return await fn(agent, node.pods);
+    return await fn(agent, node.pods, peer.pid!);
   } finally {
     peer?.kill();
     await agent?.close();

@@ -54,14 +54,15 @@ export class NftProbeSet implements ProbeSet {
   async upsert(entries: ProbeEntry[], opts: { fresh?: boolean } = {}): Promise<void> {
     const nf = await this.nf();
     for (let s = 0; s < entries.length; s += UPSERT_BATCH) {
-      const elems: Array<{ set: string; key: Buffer; comment: string }> = [];
-      for (const { ip, uid } of entries.slice(s, s + UPSERT_BATCH)) {
-        const t = this.setFor(ip);
-        if (t) elems.push({ ...t, comment: uid });
+      // IPv4 first, then IPv6: each step below is then one message per set.
+      const v4: Array<{ set: string; key: Buffer; comment: string }> = [];
+      const v6: typeof v4 = [];
+      for (let i = s; i < Math.min(entries.length, s + UPSERT_BATCH); i++) {
+        const t = this.setFor(entries[i]!.ip);
+        if (t) (t.set === PROBE_SET_V4 ? v4 : v6).push({ set: t.set, key: t.key, comment: entries[i]!.uid });
       }
+      const elems = v4.concat(v6);
       if (elems.length === 0) continue;
-      // Ordered by set, so each step is one message per set.
-      elems.sort((a, b) => (a.set < b.set ? -1 : a.set > b.set ? 1 : 0));
       if (opts.fresh) {
         // Believed absent: one exclusive add with the comment; any element already there aborts it (EEXIST).
         try {
