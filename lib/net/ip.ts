@@ -1,7 +1,6 @@
 // Address parsing and formatting without the network: strict inet_pton-like
 // parsing (so bad input fails in TS, before any syscall) and RFC 5952 output
 // (what iproute2 prints, so results compare equal with `ip -j`).
-import { isIP } from 'node:net';
 
 export type Family = 4 | 6;
 
@@ -21,38 +20,90 @@ export const familyOfAf = (af: number): Family | undefined => (af === AF_INET ? 
 /** Parses an IPv4 or IPv6 address (no prefix). Throws TypeError when invalid. */
 export function parseIp(text: string): { family: Family; bytes: Buffer } {
   if (typeof text !== 'string') throw new TypeError(`expected an IP address string, got ${typeof text}`);
-  const kind = isIP(text);
-  if (kind === 4) return { family: 4, bytes: Buffer.from(text.split('.').map(Number)) };
-  if (kind === 6 && !text.includes('%')) return { family: 6, bytes: parseIpv6(text) };
-  throw new TypeError(`invalid IP address: ${JSON.stringify(text)}`);
+  // Only IPv6 text has a colon. Accepts exactly what node:net isIP() does, zones (`%eth0`) excepted.
+  const v6 = text.includes(':');
+  const bytes = v6 ? parseIpv6(text) : parseIpv4(text, 0, Buffer.alloc(4), 0);
+  if (!bytes) throw new TypeError(`invalid IP address: ${JSON.stringify(text)}`);
+  return { family: v6 ? 6 : 4, bytes };
 }
 
-function parseIpv6(text: string): Buffer {
-  const out = Buffer.alloc(16);
-  let head = text;
-  let tail = '';
-  const dbl = text.indexOf('::');
-  if (dbl >= 0) {
-    head = text.slice(0, dbl);
-    tail = text.slice(dbl + 2);
-  }
-  const groups = (part: string): number[] => {
-    if (part === '') return [];
-    const res: number[] = [];
-    for (const g of part.split(':')) {
-      if (g.includes('.')) {
-        const v4 = g.split('.').map(Number);
-        res.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!);
-      } else {
-        res.push(parseInt(g, 16));
-      }
+// A hand-written scanner instead of isIP()'s regular expressions and splits:
+// the agent parses every pod IP several times per enrollment.
+
+/** Hex digit value, or -1. */
+function hexDigit(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  const l = c | 0x20;
+  return l >= 97 && l <= 102 ? l - 87 : -1;
+}
+
+/** A dotted quad from `text[from]` to its end (no leading zeros, as isIP) into `out[at..at+4)`; undefined when invalid. */
+function parseIpv4(text: string, from: number, out: Buffer, at: number): Buffer | undefined {
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = from; i <= text.length; i++) {
+    const c = i < text.length ? text.charCodeAt(i) : 46;  // the end closes the last part like a '.'
+    if (c === 46) {
+      if (digits === 0 || part === 4) return undefined;
+      out[at + part++] = value;
+      value = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57 && !(digits > 0 && value === 0)) {
+      value = value * 10 + c - 48;
+      if (value > 255) return undefined;
+      digits++;
+    } else {
+      return undefined;
     }
-    return res;
-  };
-  const h = groups(head);
-  const t = groups(tail);
-  const all = dbl >= 0 ? [...h, ...new Array(8 - h.length - t.length).fill(0), ...t] : h;
-  all.forEach((g, i) => out.writeUInt16BE(g, i * 2));
+  }
+  return part === 4 ? out : undefined;
+}
+
+/** 1-4 hex digit groups separated by ':', at most one '::', an optional dotted quad last. */
+function parseIpv6(text: string): Buffer | undefined {
+  const out = Buffer.alloc(16);
+  const n = text.length;
+  let units = 0;  // 16-bit groups written
+  let gap = -1;  // where '::' stands, in groups
+  let i = 0;
+  if (text.startsWith('::')) {
+    gap = 0;
+    i = 2;
+  }
+  while (i < n) {
+    let j = i;
+    let value = 0;
+    while (j < n && j - i < 5) {
+      const d = hexDigit(text.charCodeAt(j));
+      if (d < 0) break;
+      value = value * 16 + d;
+      j++;
+    }
+    if (j < n && text.charCodeAt(j) === 46) {
+      if (units > 6 || !parseIpv4(text, i, out, units * 2)) return undefined;
+      units += 2;
+      break;
+    }
+    if (j === i || j - i > 4 || units === 8) return undefined;
+    out.writeUInt16BE(value, units++ * 2);
+    if (j === n) break;
+    if (text.charCodeAt(j) !== 58) return undefined;
+    j++;
+    if (j < n && text.charCodeAt(j) === 58) {
+      if (gap >= 0) return undefined;
+      gap = units;
+      j++;
+    } else if (j === n) {
+      return undefined;  // a trailing single ':'
+    }
+    i = j;
+  }
+  if (gap < 0) return units === 8 ? out : undefined;
+  if (units > 7) return undefined;
+  // Move the groups after '::' to the end, zeros in between.
+  out.copyWithin(16 - (units - gap) * 2, gap * 2, units * 2);
+  out.fill(0, gap * 2, 16 - (units - gap) * 2);
   return out;
 }
 
@@ -63,7 +114,7 @@ export function formatIp(bytes: Uint8Array): string {
   const g: number[] = [];
   for (let i = 0; i < 16; i += 2) g.push((bytes[i]! << 8) | bytes[i + 1]!);
   // IPv4-mapped (::ffff:a.b.c.d) and IPv4-compatible forms as inet_ntop prints them.
-  if (g.slice(0, 5).every((x) => x === 0) && (g[5] === 0xffff || (g[5] === 0 && g[6] !== 0))) {
+  if ((g[0]! | g[1]! | g[2]! | g[3]! | g[4]!) === 0 && (g[5] === 0xffff || (g[5] === 0 && g[6] !== 0))) {
     const v4 = `${bytes[12]}.${bytes[13]}.${bytes[14]}.${bytes[15]}`;
     return g[5] === 0xffff ? `::ffff:${v4}` : `::${v4}`;
   }
@@ -76,9 +127,17 @@ export function formatIp(bytes: Uint8Array): string {
     if (j - i > bestLen && j - i >= 2) { best = i; bestLen = j - i; }
     i = j;
   }
-  const hex = g.map((x) => x.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+  // Built in one pass (every pod IP is formatted on each enrollment).
+  let out = '';
+  for (let i = 0; i < 8; i++) {
+    if (i === best) {
+      out += '::';
+      i += bestLen - 1;
+    } else {
+      out += (i === 0 || i === best + bestLen ? '' : ':') + g[i]!.toString(16);
+    }
+  }
+  return out;
 }
 
 /**
@@ -119,4 +178,11 @@ export function parseMac(text: string): Buffer {
   return Buffer.from(text.split(':').map((h) => parseInt(h, 16)));
 }
 
-export const formatMac = (b: Uint8Array): string => [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+// Every link of every dump is formatted: a byte → text table, no arrays per call.
+const HEX_BYTE = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+export function formatMac(b: Uint8Array): string {
+  let out = '';
+  for (let i = 0; i < b.length; i++) out += i === 0 ? HEX_BYTE[b[i]!] : `:${HEX_BYTE[b[i]!]}`;
+  return out;
+}
