@@ -21,6 +21,11 @@ export const NLM_F_APPEND = 0x800;
 
 export const align4 = (n: number): number => (n + 3) & ~3;
 
+// From Node's buffer pool, then zeroed (padding and unset header fields must
+// be 0): several times cheaper than Buffer.alloc, which gives every buffer
+// over 64 bytes its own backing store, and a message is built per request.
+const zeroed = (size: number): Buffer => Buffer.allocUnsafe(size).fill(0);
+
 /**
  * Builds one netlink message: header, fixed family header, attributes.
  * Several writers can be concatenated into one request with `concat`.
@@ -31,7 +36,7 @@ export class MsgWriter {
   private readonly nests: number[] = [];
 
   constructor(type: number, flags: number, capacity = 256) {
-    this.buf = Buffer.alloc(capacity);
+    this.buf = zeroed(capacity);
     this.buf.writeUInt16LE(type, 4);
     this.buf.writeUInt16LE(flags, 6);
     this.len = NLMSG_HDRLEN;
@@ -41,7 +46,7 @@ export class MsgWriter {
     const at = this.len;
     const need = align4(at + n);
     if (need > this.buf.length) {
-      const next = Buffer.alloc(Math.max(need, this.buf.length * 2));
+      const next = zeroed(Math.max(need, this.buf.length * 2));
       this.buf.copy(next, 0, 0, this.len);
       this.buf = next;
     }
@@ -56,24 +61,36 @@ export class MsgWriter {
     return this;
   }
 
-  attr(type: number, payload: Uint8Array): this {
-    const at = this.reserve(NLA_HDRLEN + payload.length);
-    this.buf.writeUInt16LE(NLA_HDRLEN + payload.length, at);
+  /** Reserves an attribute of `n` payload bytes; returns where the payload goes. */
+  private put(type: number, n: number): number {
+    const at = this.reserve(NLA_HDRLEN + n);
+    this.buf.writeUInt16LE(NLA_HDRLEN + n, at);
     this.buf.writeUInt16LE(type, at + 2);
-    this.buf.set(payload, at + NLA_HDRLEN);
+    return at + NLA_HDRLEN;
+  }
+
+  attr(type: number, payload: Uint8Array): this {
+    const at = this.put(type, payload.length);
+    this.buf.set(payload, at);
     return this;
   }
 
-  u8(type: number, v: number): this { return this.attr(type, Uint8Array.of(v)); }
-  u16(type: number, v: number): this { const b = Buffer.alloc(2); b.writeUInt16LE(v); return this.attr(type, b); }
-  u32(type: number, v: number): this { const b = Buffer.alloc(4); b.writeUInt32LE(v >>> 0); return this.attr(type, b); }
-  s32(type: number, v: number): this { const b = Buffer.alloc(4); b.writeInt32LE(v); return this.attr(type, b); }
-  u16be(type: number, v: number): this { const b = Buffer.alloc(2); b.writeUInt16BE(v); return this.attr(type, b); }
-  u32be(type: number, v: number): this { const b = Buffer.alloc(4); b.writeUInt32BE(v >>> 0); return this.attr(type, b); }
-  u64be(type: number, v: bigint): this { const b = Buffer.alloc(8); b.writeBigUInt64BE(v); return this.attr(type, b); }
+  // Written in place: no payload Buffer per attribute.
+  u8(type: number, v: number): this { const at = this.put(type, 1); this.buf[at] = v; return this; }
+  u16(type: number, v: number): this { const at = this.put(type, 2); this.buf.writeUInt16LE(v, at); return this; }
+  u32(type: number, v: number): this { const at = this.put(type, 4); this.buf.writeUInt32LE(v >>> 0, at); return this; }
+  s32(type: number, v: number): this { const at = this.put(type, 4); this.buf.writeInt32LE(v, at); return this; }
+  u16be(type: number, v: number): this { const at = this.put(type, 2); this.buf.writeUInt16BE(v, at); return this; }
+  u32be(type: number, v: number): this { const at = this.put(type, 4); this.buf.writeUInt32BE(v >>> 0, at); return this; }
+  u64be(type: number, v: bigint): this { const at = this.put(type, 8); this.buf.writeBigUInt64BE(v, at); return this; }
   /** NUL-terminated string attribute. */
-  str(type: number, v: string): this { return this.attr(type, Buffer.from(`${v}\0`)); }
-  flag(type: number): this { return this.attr(type, new Uint8Array(0)); }
+  str(type: number, v: string): this {
+    const text = `${v}`;
+    const at = this.put(type, Buffer.byteLength(text) + 1);
+    this.buf.write(text, at);
+    return this;  // the NUL is there: the buffer is zero-filled
+  }
+  flag(type: number): this { this.put(type, 0); return this; }
 
   /** Opens a nested attribute; close it with `end()`. */
   begin(type: number, nestedFlag = false): this {
@@ -127,35 +144,66 @@ export function splitMessages(buf: Buffer | undefined): RawMsg[] {
 
 /** Attributes by type (last one wins); `all` keeps repeats in order. */
 export class Attrs {
-  readonly map = new Map<number, Buffer>();
-  readonly all: Array<[number, Buffer]> = [];
+  // Payload bounds, not views or a map: a dump message carries dozens of
+  // attributes and its parser reads a few, so lookups scan the bounds and
+  // Buffer views are made only when asked for.
+  private readonly buf: Buffer;
+  /** [type, start, end] per attribute, in order. */
+  private readonly spans: number[] = [];
+  #all: Array<[number, Buffer]> | undefined;
+  #map: Map<number, Buffer> | undefined;
 
-  constructor(buf: Buffer, offset = 0) {
+  constructor(buf: Buffer, offset = 0, end = buf.length) {
+    this.buf = buf;
     let off = offset;
-    while (off + NLA_HDRLEN <= buf.length) {
+    while (off + NLA_HDRLEN <= end) {
       const len = buf.readUInt16LE(off);
-      if (len < NLA_HDRLEN || off + len > buf.length) break;
-      const type = buf.readUInt16LE(off + 2) & NLA_TYPE_MASK;
-      const payload = buf.subarray(off + NLA_HDRLEN, off + len);
-      this.map.set(type, payload);
-      this.all.push([type, payload]);
+      if (len < NLA_HDRLEN || off + len > end) break;
+      this.spans.push(buf.readUInt16LE(off + 2) & NLA_TYPE_MASK, off + NLA_HDRLEN, off + len);
       off += align4(len);
     }
   }
 
-  has(t: number): boolean { return this.map.has(t); }
-  raw(t: number): Buffer | undefined { return this.map.get(t); }
-  u8(t: number): number | undefined { const b = this.map.get(t); return b && b.length >= 1 ? b.readUInt8(0) : undefined; }
-  u16(t: number): number | undefined { const b = this.map.get(t); return b && b.length >= 2 ? b.readUInt16LE(0) : undefined; }
-  u32(t: number): number | undefined { const b = this.map.get(t); return b && b.length >= 4 ? b.readUInt32LE(0) : undefined; }
-  s32(t: number): number | undefined { const b = this.map.get(t); return b && b.length >= 4 ? b.readInt32LE(0) : undefined; }
-  u16be(t: number): number | undefined { const b = this.map.get(t); return b && b.length >= 2 ? b.readUInt16BE(0) : undefined; }
-  u32be(t: number): number | undefined { const b = this.map.get(t); return b && b.length >= 4 ? b.readUInt32BE(0) : undefined; }
-  str(t: number): string | undefined {
-    const b = this.map.get(t);
-    if (!b) return undefined;
-    const nul = b.indexOf(0);
-    return b.toString('utf8', 0, nul < 0 ? b.length : nul);
+  get all(): Array<[number, Buffer]> {
+    if (!this.#all) {
+      this.#all = [];
+      for (let i = 0; i < this.spans.length; i += 3) this.#all.push([this.spans[i]!, this.buf.subarray(this.spans[i + 1], this.spans[i + 2])]);
+    }
+    return this.#all;
   }
-  nested(t: number): Attrs | undefined { const b = this.map.get(t); return b ? new Attrs(b) : undefined; }
+
+  get map(): Map<number, Buffer> {
+    this.#map ??= new Map(this.all);
+    return this.#map;
+  }
+
+  /** Index in `spans` of the last attribute `t`, or -1. */
+  private find(t: number): number {
+    for (let i = this.spans.length - 3; i >= 0; i -= 3) if (this.spans[i] === t) return i;
+    return -1;
+  }
+
+  /** Where the payload of the last attribute `t` starts, when it has at least `min` bytes; else -1. */
+  private at(t: number, min: number): number {
+    const i = this.find(t);
+    return i >= 0 && this.spans[i + 2]! - this.spans[i + 1]! >= min ? this.spans[i + 1]! : -1;
+  }
+
+  has(t: number): boolean { return this.find(t) >= 0; }
+  raw(t: number): Buffer | undefined { const i = this.find(t); return i < 0 ? undefined : this.buf.subarray(this.spans[i + 1], this.spans[i + 2]); }
+  u8(t: number): number | undefined { const o = this.at(t, 1); return o < 0 ? undefined : this.buf.readUInt8(o); }
+  u16(t: number): number | undefined { const o = this.at(t, 2); return o < 0 ? undefined : this.buf.readUInt16LE(o); }
+  u32(t: number): number | undefined { const o = this.at(t, 4); return o < 0 ? undefined : this.buf.readUInt32LE(o); }
+  s32(t: number): number | undefined { const o = this.at(t, 4); return o < 0 ? undefined : this.buf.readInt32LE(o); }
+  u16be(t: number): number | undefined { const o = this.at(t, 2); return o < 0 ? undefined : this.buf.readUInt16BE(o); }
+  u32be(t: number): number | undefined { const o = this.at(t, 4); return o < 0 ? undefined : this.buf.readUInt32BE(o); }
+  str(t: number): string | undefined {
+    const i = this.find(t);
+    if (i < 0) return undefined;
+    const start = this.spans[i + 1]!;
+    const end = this.spans[i + 2]!;
+    const nul = this.buf.indexOf(0, start);
+    return this.buf.toString('utf8', start, nul < 0 || nul > end ? end : nul);
+  }
+  nested(t: number): Attrs | undefined { const i = this.find(t); return i < 0 ? undefined : new Attrs(this.buf, this.spans[i + 1], this.spans[i + 2]); }
 }

@@ -85,6 +85,14 @@ export function ifinfomsg(family = 0, index = 0, flags = 0, change = 0): Buffer 
   return b;
 }
 
+// IFF_* names with their bits, listed once (every link of every dump needs them).
+const IFF_NAMES = Object.entries(IFF);
+const flagNames = (flags: number): string[] => {
+  const out: string[] = [];
+  for (const [name, bit] of IFF_NAMES) if (flags & bit) out.push(name);
+  return out;
+};
+
 export function parseLink(body: Buffer): Link {
   const flags = body.readUInt32LE(8);
   const a = new Attrs(body, IFINFO_LEN);
@@ -94,7 +102,7 @@ export function parseLink(body: Buffer): Link {
     index: body.readInt32LE(4),
     name: a.str(IFLA.IFNAME) ?? '',
     mtu: a.u32(IFLA.MTU) ?? 0,
-    flags: Object.entries(IFF).filter(([, bit]) => flags & bit).map(([n]) => n),
+    flags: flagNames(flags),
     up: (flags & IFF.UP!) !== 0,
     operstate: OPERSTATES[a.u8(IFLA.OPERSTATE) ?? 0] ?? String(a.u8(IFLA.OPERSTATE)),
   };
