@@ -16,7 +16,7 @@ import { NFPROTO_INET } from '../net/nl/nfnl.js';
 import type { NftChain, NftRule, NftRuleset, NftTable } from '../net/nft/tool.js';
 import { nativeNft, type NftSender } from './engine-types.js';
 import type { RuleModel } from './model.js';
-import { nftReference } from './reference.js';
+import { nftReference, type NftReference } from './reference.js';
 import { toNft } from './render-nft.js';
 
 interface TablePlan {
@@ -100,6 +100,18 @@ export function ruleTexts(listing: string): Map<string, string> {
   return out;
 }
 
+// A reference is built once per script and never changed: parse its listing once.
+const refTextCache = new WeakMap<NftReference, Map<string, string>>();
+
+function referenceTexts(ref: NftReference): Map<string, string> {
+  let texts = refTextCache.get(ref);
+  if (!texts) {
+    texts = ruleTexts(ref.text);
+    refTextCache.set(ref, texts);
+  }
+  return texts;
+}
+
 function findTable(rs: NftRuleset, name: string): NftTable | undefined {
   return rs.tables.find((t) => t.family === 'inet' && t.name === name);
 }
@@ -107,7 +119,7 @@ function findTable(rs: NftRuleset, name: string): NftTable | undefined {
 /** Compares the live ruleset with the model's reference. */
 export async function diffNft(model: RuleModel, live: NftRuleset, liveText: () => Promise<string>): Promise<NftState> {
   const ref = await nftReference(engineScript(model));
-  const refTexts = ruleTexts(ref.text);
+  const refTexts = referenceTexts(ref);
   const st: NftState = { drift: [], residue: false, tables: [] };
   const pending: Array<{ kind: 'missing' | 'foreign'; where: string; key: string; text?: string }> = [];
   for (const def of model.tables) {
@@ -195,17 +207,24 @@ async function unchanged(ns: Netns, model: RuleModel, tables: Array<{ family: nu
   return (await nftVerify(ns, compiled)).ok;
 }
 
+/** A table of ours the configuration no longer has rules in (the host table stays: the probe set lives there). */
+const tableDropped = (model: RuleModel, t: TablePlan) => t.present && !t.wanted && model.kind !== 'hostprobe';
+
 /** The reconcile transaction: the engine script with our stale chains and tables deleted inside it. */
 export function reconcileScript(model: RuleModel, st: NftState): string {
+  const script = engineScript(model);
+  // Nothing to delete (a new pod): the engine script itself, the same string
+  // object each time, so compileCached finds it without hashing a new one.
+  if (script !== '' && !st.tables.some((t) => t.dropChains.length > 0 || tableDropped(model, t))) return script;
   const out: string[] = [];
-  for (const line of engineScript(model).split('\n').filter((l) => l !== '')) {
+  for (const line of script.split('\n').filter((l) => l !== '')) {
     out.push(line);
     const m = /^flush table inet (\S+)$/.exec(line);
     const plan = m && st.tables.find((t) => t.name === m[1]);
     // Flushed first, so no rule of ours still jumps to them.
     if (plan) for (const c of plan.dropChains) out.push(`delete chain inet ${plan.name} ${c}`);
   }
-  for (const t of st.tables) if (t.present && !t.wanted && model.kind !== 'hostprobe') out.push(`delete table inet ${t.name}`);
+  for (const t of st.tables) if (tableDropped(model, t)) out.push(`delete table inet ${t.name}`);
   return `${out.join('\n')}\n`;
 }
 

@@ -224,6 +224,8 @@ class Connection {
   #queue: Job[] = [];
   #current: Job | undefined;
   #wake: (() => void) | undefined;
+  #timedOut: (() => void) | undefined;
+  #timer: NodeJS.Timeout | undefined;
   #closeReason: ZdsError | undefined;
   readonly done: Promise<void>;
 
@@ -271,6 +273,7 @@ class Connection {
     const jobs = this.#current ? [this.#current, ...this.#queue] : [...this.#queue];
     this.#queue = [];
     for (const j of jobs) this.#settle(j, reason);
+    clearTimeout(this.#timer);
     this.#wake?.();
   }
 
@@ -408,18 +411,20 @@ class Connection {
     return new ZdsError('ZDS_CONNECTION_CLOSED', `ztunnel connection ${this.id}: ${what} failed: ${(err as Error).message}`, { cause: err, connection: this.id });
   }
 
-  // Waits for a job; false when the keepalive interval passed first.
+  // Waits for a job; false when the keepalive interval passed first. One
+  // timer per connection, re-armed with refresh() for each wait (firing while
+  // the connection is busy does nothing) and cleared on close: cheaper than
+  // a new setTimeout and a clearTimeout for every request.
   #idle(): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => {
-        this.#wake = undefined;
-        resolve(false);
-      }, this.#opts.keepaliveIntervalMs);
-      this.#wake = () => {
-        clearTimeout(timer);
-        this.#wake = undefined;
-        resolve(true);
+      const settle = (woke: boolean) => {
+        this.#wake = this.#timedOut = undefined;
+        resolve(woke);
       };
+      this.#wake = () => settle(true);
+      this.#timedOut = () => settle(false);
+      if (this.#timer) this.#timer.refresh();
+      else this.#timer = setTimeout(() => this.#timedOut?.(), this.#opts.keepaliveIntervalMs);
     });
   }
 
