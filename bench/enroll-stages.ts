@@ -54,12 +54,17 @@ async function stages(path: PathDef): Promise<Series[]> {
   });
 }
 
-/** CPU time (user + system, µs) a process has used so far, all its threads; children it waited for included. */
-function processCpuUs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+/**
+ * CPU time (user + system, µs) a process has used so far, the children it waited for included; with
+ * `task`, that one thread's own time only.
+ */
+function processCpuUs(pid: number, task?: number): number {
+  const f = readFileSync(task === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${task}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
   // utime, stime, cutime, cstime (fields 14-17, in clock ticks of 10 ms here)
-  return [11, 12, 13, 14].reduce((s, i) => s + Number(f[i]), 0) * 10_000;
+  return (task === undefined ? [11, 12, 13, 14] : [11, 12]).reduce((s, i) => s + Number(f[i]), 0) * 10_000;
 }
+
+const median = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1]!;
 
 /**
  * SCALE pods enrolled with `inFlight` at once: per-pod time from the wall clock (µs per pod), and
@@ -67,8 +72,13 @@ function processCpuUs(pid: number): number {
  */
 async function throughput(path: PathDef, inFlight: number): Promise<Series> {
   return withNode(path, SCALE, async (agent, pods, peerPid) => {
+    const t = { rules: [] as number[], zds: [] as number[] };
+    const dp = agent.dataplane as unknown as { opts: { rules: Timed; ztunnel: Timed } };
+    timeMethod(dp.opts.rules, 'apply', t.rules);
+    timeMethod(dp.opts.ztunnel, 'podAdded', t.zds);
     let next = 0;
     const cpu0 = processCpuUs(process.pid);
+    const js0 = processCpuUs(process.pid, process.pid);
     const peer0 = processCpuUs(peerPid);
     const t0 = performance.now();
     await Promise.all(Array.from({ length: inFlight }, async () => {
@@ -80,13 +90,16 @@ async function throughput(path: PathDef, inFlight: number): Promise<Series> {
     const wallUs = (performance.now() - t0) * 1000;
     const cpu = processCpuUs(process.pid) - cpu0;  // the agent (this process) and the tools it waited for
     const peer = processCpuUs(peerPid) - peer0;
+    const js = processCpuUs(process.pid, process.pid) - js0;  // the agent's JS thread alone
     const perPod = wallUs / pods.length;
     return {
       label: `${path.label}, ${inFlight} in flight (µs per pod, wall)`, samples: [perPod],
       notes: {
         pods: pods.length, inFlight, podsPerSec: Math.round(1e6 / perPod),
         agentCpuUsPerPod: Math.round(cpu / pods.length), peerCpuUsPerPod: Math.round(peer / pods.length),
-        coresBusy: Math.round(((cpu + peer) / wallUs) * 100) / 100, cores: availableParallelism(),
+        coresBusy: Math.round(((cpu + peer) / wallUs) * 100) / 100, jsThreadBusy: Math.round((js / wallUs) * 100) / 100, cores: availableParallelism(),
+        // Per pod, queueing included: ZDS is one request in flight per ztunnel connection.
+        rulesMedianUs: Math.round(median(t.rules)), zdsMedianUs: Math.round(median(t.zds)),
       },
     };
   });
@@ -109,7 +122,7 @@ for (const p of [PATHS[0]!, PATHS[2]!]) {
   for (const f of FLIGHT) {
     const s = await throughput(p, f);
     series.push(s);
-    console.log(`${s.label}: ${s.samples[0]!.toFixed(0)} µs per pod, ${String(s.notes!.podsPerSec)} pods/s, ${String(s.notes!.coresBusy)} cores busy`);
+    console.log(`${s.label}: ${s.samples[0]!.toFixed(0)} µs per pod, ${String(s.notes!.podsPerSec)} pods/s, ${String(s.notes!.coresBusy)} cores busy (JS thread ${String(s.notes!.jsThreadBusy)}), rules ${String(s.notes!.rulesMedianUs)} µs, ZDS ${String(s.notes!.zdsMedianUs)} µs`);
   }
   ratios[`${p.label}: 8 in flight vs 1 (speed-up)`] = [`${p.label}, 1 in flight (µs per pod, wall)`, `${p.label}, 8 in flight (µs per pod, wall)`];
 }
