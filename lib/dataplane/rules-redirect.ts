@@ -19,11 +19,17 @@ export interface NodeRedirectSettings {
 
 export class RedirectRules implements RuleBackend {
   private readonly models = new Map<string, RuleModel>();
+  /** The model of a pod without annotations: it depends on the (fixed) settings only. */
+  private plain: RuleModel | undefined;
 
   constructor(private readonly engine: EngineOptions, private readonly settings: NodeRedirectSettings = {}) {}
 
   /** The model for a pod (cached by its effective configuration). */
   modelFor(pod: PodInfo): RuleModel {
+    // No annotations (the common case): skip deriving and stringifying the configuration per pod.
+    const a: unknown = pod.annotations;
+    const plain = a == null || (typeof a === 'object' && !Array.isArray(a) && Object.keys(a).length === 0);
+    if (plain && this.plain) return this.plain;
     const cfg = inpodConfigFromPod({
       ...(pod.annotations ? { annotations: pod.annotations } : {}),
       dnsCaptureGlobal: this.settings.dnsCapture ?? true,
@@ -37,6 +43,7 @@ export class RedirectRules implements RuleBackend {
       model = inpodRules(cfg);
       this.models.set(key, model);
     }
+    if (plain) this.plain = model;
     return model;
   }
 

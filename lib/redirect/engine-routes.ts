@@ -13,7 +13,18 @@ import type { AddressSpec, Family, PolicyRuleSpec, RouteSpec, RuleModel } from '
 const ALL_BITS = 0xffffffff;
 const hex = (n: number) => `0x${n.toString(16)}`;
 
-export const routeText = (r: RouteSpec) => `${famText(r.family)} ${r.type} ${parsePrefix(r.dst).prefixLen === 0 ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;
+// Model routes are immutable: whether one is a default route is parsed once per spec.
+const defaultRoutes = new WeakMap<RouteSpec, boolean>();
+function isDefault(r: RouteSpec): boolean {
+  let d = defaultRoutes.get(r);
+  if (d === undefined) {
+    d = parsePrefix(r.dst).prefixLen === 0;
+    defaultRoutes.set(r, d);
+  }
+  return d;
+}
+
+export const routeText = (r: RouteSpec) => `${famText(r.family)} ${r.type} ${isDefault(r) ? 'default' : r.dst} dev ${r.dev} table ${r.table}`;
 export const policyText = (p: PolicyRuleSpec) =>
   `${famText(p.family)} fwmark ${hex(p.fwmark)}${p.fwmask === undefined ? '' : `/${hex(p.fwmask)}`} lookup ${p.table}${p.priority === undefined ? '' : ` pref ${p.priority}`}`;
 const addrText = (a: AddressSpec) => `${famText(a.family)} ${a.address} dev ${a.dev}`;
@@ -22,10 +33,9 @@ const livePolicyText = (r: PolicyRule) =>
   `ipv${r.family} fwmark ${hex(r.fwmark ?? 0)}/${hex(r.fwmask ?? ALL_BITS)} ${r.action} ${r.table} pref ${r.priority}`;
 
 function routeMatches(live: Route, want: RouteSpec): boolean {
-  const dst = parsePrefix(want.dst);
   const liveDst = live.dst === 'default' ? 0 : parsePrefix(live.dst).prefixLen;
   return live.family === want.family && live.table === want.table && live.type === want.type && live.dev === want.dev
-    && (dst.prefixLen === 0 ? liveDst === 0 : live.dst === want.dst);
+    && (isDefault(want) ? liveDst === 0 : live.dst === want.dst);
 }
 
 function policyMatches(live: PolicyRule, want: PolicyRuleSpec): boolean {
@@ -37,6 +47,7 @@ function policyMatches(live: PolicyRule, want: PolicyRuleSpec): boolean {
 
 /** Matches each wanted item with a distinct live one: found, missing, and live ones nobody wanted. */
 function pair<W, L>(want: W[], live: L[], matches: (l: L, w: W) => boolean): { present: L[]; missing: W[]; foreign: L[] } {
+  if (live.length === 0) return { present: [], missing: [...want], foreign: [] };  // a new pod
   const used = new Set<L>();
   const missing: W[] = [];
   for (const w of want) {
@@ -63,6 +74,31 @@ export interface RoutingDiff {
   ifindex: Map<string, number>;
 }
 
+interface RoutingPlan {
+  /** The tables the model's routes and policy rules use. */
+  tables: number[];
+  /** Wanted routes by `family table`, and policy rules by family, in model order. */
+  routes: Map<string, RouteSpec[]>;
+  rules: Map<Family, PolicyRuleSpec[]>;
+}
+
+// Models are immutable and shared by every pod of a configuration: group their routing once.
+const plans = new WeakMap<RuleModel, RoutingPlan>();
+
+function routingPlan(model: RuleModel): RoutingPlan {
+  let plan = plans.get(model);
+  if (!plan) {
+    plan = { tables: [...new Set([...model.routes.map((r) => r.table), ...model.policyRules.map((r) => r.table)])], routes: new Map(), rules: new Map() };
+    for (const r of model.routes) {
+      const k = `${r.family} ${r.table}`;
+      plan.routes.set(k, [...(plan.routes.get(k) ?? []), r]);
+    }
+    for (const r of model.policyRules) plan.rules.set(r.family, [...(plan.rules.get(r.family) ?? []), r]);
+    plans.set(model, plan);
+  }
+  return plan;
+}
+
 /** Reads the routing state of the model's tables and compares it with the model. */
 export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingDiff> {
   const diff: RoutingDiff = {
@@ -74,7 +110,8 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
     return diff;
   }
   const nl = await ns.netlink();
-  const tables = [...new Set([...model.routes.map((r) => r.table), ...model.policyRules.map((r) => r.table)])];
+  const plan = routingPlan(model);
+  const { tables } = plan;
   // Few requests: one link dump (names ↔ indexes, IPv6 state), one route dump
   // per table (both families), one rule dump (every family).
   const [links, ruleList, ...perTable] = await Promise.all([
@@ -91,29 +128,21 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
   const v6 = model.families.includes(6) && links.find((l) => l.name === 'lo')?.ipv6Disabled === false;
   const families = model.families.filter((f) => f === 4 || v6);
   diff.families = families;
-  const on = <T extends { family: Family }>(xs: T[]) => xs.filter((x) => families.includes(x.family));
-  const wantRoutes = on(model.routes);
-  const wantRules = on(model.policyRules);
-  const wantAddrs = on(model.addresses);
-  const names = new Map(links.map((l) => [l.index, l.name]));
+  const wantAddrs = model.addresses.filter((x) => families.includes(x.family));
   diff.ifindex = new Map(links.map((l) => [l.name, l.index]));
-  const routeDumps = new Map<string, Route[]>();
+  // Live routes get their device names (a new pod has none: no map to build).
+  const names = perTable.some((rs) => rs.length > 0) ? new Map(links.map((l) => [l.index, l.name])) : undefined;
   for (const fam of families) {
     tables.forEach((table, i) => {
-      routeDumps.set(`${fam} ${table}`, perTable[i]!.filter((r) => r.family === fam)
-        .map((r) => (r.ifindex !== undefined && names.has(r.ifindex) ? { ...r, dev: names.get(r.ifindex)! } : r)));
-    });
-  }
-  const ruleDumps = new Map(families.map((fam) => [fam, ruleList.filter((r) => r.family === fam)] as const));
-  for (const fam of families) {
-    for (const table of tables) {
-      const p = pair(wantRoutes.filter((r) => r.family === fam && r.table === table), routeDumps.get(`${fam} ${table}`)!, routeMatches);
+      const live = names === undefined ? [] : perTable[i]!.filter((r) => r.family === fam)
+        .map((r) => (r.ifindex !== undefined && names.has(r.ifindex) ? { ...r, dev: names.get(r.ifindex)! } : r));
+      const p = pair(plan.routes.get(`${fam} ${table}`) ?? [], live, routeMatches);
       diff.presentRoutes.push(...p.present);
       diff.missingRoutes.push(...p.missing);
       diff.foreignRoutes.push(...p.foreign);
-    }
-    const liveRules = ruleDumps.get(fam)!.filter((r) => r.action === 'lookup' && tables.includes(r.table));
-    const p = pair(wantRules.filter((r) => r.family === fam), liveRules, policyMatches);
+    });
+    const liveRules = ruleList.filter((r) => r.family === fam && r.action === 'lookup' && tables.includes(r.table));
+    const p = pair(plan.rules.get(fam) ?? [], liveRules, policyMatches);
     diff.presentRules.push(...p.present);
     diff.missingRules.push(...p.missing);
     diff.foreignRules.push(...p.foreign);
@@ -142,9 +171,10 @@ export function routingDrift(d: RoutingDiff): string[] {
   ];
 }
 
-// The device by index when the diff knows it: saves a link lookup per route.
+// The device by index when the diff knows it: saves a link lookup per route. A default
+// destination as 'default' (the same message; the encoder then parses no prefix).
 const routeSpecOf = (r: RouteSpec, ifindex: Map<string, number>): NlRouteSpec => ({
-  family: r.family, dst: r.dst, type: r.type, dev: ifindex.get(r.dev) ?? r.dev, table: r.table, scope: r.scope,
+  family: r.family, dst: isDefault(r) ? 'default' : r.dst, type: r.type, dev: ifindex.get(r.dev) ?? r.dev, table: r.table, scope: r.scope,
 });
 const liveRouteSpec = (r: Route): NlRouteSpec => ({
   family: r.family, dst: r.dst, table: r.table,
