@@ -92,5 +92,20 @@ describe.skipIf(!privileged('ipset', 'nft'))('host probe sets', () => {
       expect(text).toMatch(/10\.245\.5\.19 comment "uid-1299"/);
       expect(text).toMatch(/fd00:245::513 comment "uid-1299"/);
     });
+
+    it(`${name}: a large write with the longest comments is split into messages the kernel takes`, async () => {
+      const ns = await freshNetns();
+      const backend = await make(ns);
+      await backend.ensure();
+      // 1,000 IPv6 elements with 127-byte comments: about 170 KB of elements, more than one
+      // netlink attribute (16-bit length) holds.
+      const entries = Array.from({ length: 1000 }, (_, i) => ({ ip: `fd00:246::${i.toString(16)}`, uid: `${String(i).padStart(4, '0')}${'u'.repeat(123)}` }));
+      await backend.upsert(entries, { fresh: true });
+      await backend.upsert(entries.slice(0, 300).map((e) => ({ ...e, uid: `${e.uid.slice(0, 4)}${'v'.repeat(123)}` })));
+      const kernel = new Map((await backend.list()).map((e) => [e.ip, e.uid]));
+      expect(kernel.size).toBe(1000);
+      expect(kernel.get('fd00:246::1')).toBe(`0001${'v'.repeat(123)}`);
+      expect(kernel.get('fd00:246::3e7')).toBe(`0999${'u'.repeat(123)}`);
+    });
   }
 });

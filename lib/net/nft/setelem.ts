@@ -39,10 +39,15 @@ function udata(comment: string): Buffer {
 }
 
 /**
- * Elements per message: the element list is one attribute, whose length is
- * 16 bits (an element with a UID comment takes about 80 bytes).
+ * Bytes of elements per message: the element list is one attribute, whose
+ * length is 16 bits (an element with a pod-UID comment takes about 80 bytes,
+ * one with the longest comment about 170).
  */
-const MAX_PER_MSG = 512;
+const MAX_LIST_BYTES = 60_000;
+const align4 = (n: number) => (n + 3) & ~3;
+/** An element's bytes in the list: its nest, the key's nest and value, the comment's udata. */
+const elemBytes = (o: SetElemOp) =>
+  8 + 4 + align4(o.key.length) + (o.op === 'add' && o.comment !== undefined ? 4 + align4(3 + Buffer.byteLength(o.comment)) : 0);
 
 /**
  * One atomic batch of element additions/deletions in one table, applied in
@@ -54,10 +59,17 @@ export function setElemBatch(family: number, table: string, ops: SetElemOp[]): B
   if (ops.length === 0) throw new RangeError('setElemBatch: no operations');
   const kind = (o: SetElemOp) => `${o.op} ${o.set} ${o.op === 'add' && o.exclusive ? 'x' : ''}`;
   const groups: SetElemOp[][] = [];
+  let bytes = 0;
   for (const o of ops) {
     const last = groups[groups.length - 1];
-    if (last && last.length < MAX_PER_MSG && kind(last[0]!) === kind(o)) last.push(o);
-    else groups.push([o]);
+    const n = elemBytes(o);
+    if (last && bytes + n <= MAX_LIST_BYTES && kind(last[0]!) === kind(o)) {
+      last.push(o);
+      bytes += n;
+    } else {
+      groups.push([o]);
+      bytes = n;
+    }
   }
   const msgs = groups.map((group, i) => {
     const o = group[0]!;
