@@ -57,31 +57,37 @@ const elemBytes = (o: SetElemOp) =>
  */
 export function setElemBatch(family: number, table: string, ops: SetElemOp[]): Buffer {
   if (ops.length === 0) throw new RangeError('setElemBatch: no operations');
-  const kind = (o: SetElemOp) => `${o.op} ${o.set} ${o.op === 'add' && o.exclusive ? 'x' : ''}`;
-  const groups: SetElemOp[][] = [];
-  let bytes = 0;
+  const sameKind = (a: SetElemOp, b: SetElemOp) => a.op === b.op && a.set === b.set && !!a.exclusive === !!b.exclusive;
+  const groups: Array<{ ops: SetElemOp[]; bytes: number }> = [];
   for (const o of ops) {
     const last = groups[groups.length - 1];
     const n = elemBytes(o);
-    if (last && bytes + n <= MAX_LIST_BYTES && kind(last[0]!) === kind(o)) {
-      last.push(o);
-      bytes += n;
+    if (last && last.bytes + n <= MAX_LIST_BYTES && sameKind(last.ops[0]!, o)) {
+      last.ops.push(o);
+      last.bytes += n;
     } else {
-      groups.push([o]);
-      bytes = n;
+      groups.push({ ops: [o], bytes: n });
     }
   }
+  // A pod's IPs share its UID: each comment's udata is built once per batch.
+  const udatas = new Map<string, Buffer>();
   const msgs = groups.map((group, i) => {
-    const o = group[0]!;
+    const o = group.ops[0]!;
     const type = nfnlType(SUBSYS, o.op === 'add' ? NEWSETELEM : DELSETELEM);
     const flags = NLM_F_REQUEST | (o.op === 'add' ? NLM_F_CREATE : 0) | (o.op === 'add' && o.exclusive ? NLM_F_EXCL : 0) |
       (i === groups.length - 1 ? NLM_F_ACK : 0);
-    const w = new MsgWriter(type, flags).raw(nfgenmsg(family)).str(LIST.TABLE, table).str(LIST.SET, o.set);
+    // Sized for the whole list up front (headers, names, elements): no regrowth while writing.
+    const w = new MsgWriter(type, flags, 128 + table.length + o.set.length + group.bytes).raw(nfgenmsg(family))
+      .str(LIST.TABLE, table).str(LIST.SET, o.set);
     w.begin(LIST.ELEMENTS, true);
-    for (const e of group) {
+    for (const e of group.ops) {
       w.begin(NFTA_LIST_ELEM, true);
       w.begin(ELEM.KEY, true).attr(NFTA_DATA_VALUE, e.key).end();
-      if (e.op === 'add' && e.comment !== undefined) w.attr(ELEM.USERDATA, udata(e.comment));
+      if (e.op === 'add' && e.comment !== undefined) {
+        let u = udatas.get(e.comment);
+        if (!u) udatas.set(e.comment, (u = udata(e.comment)));
+        w.attr(ELEM.USERDATA, u);
+      }
       w.end();
     }
     w.end();
