@@ -68,13 +68,18 @@ export class FakeZtunnel implements ZtunnelSink {
 export class FakeProbes implements ProbeSet {
   entries = new Map<string, string>();
   fail = false;
+  /** Fails the upserts it returns true for (besides `fail`). */
+  failUpsert: ((entries: ProbeEntry[]) => boolean) | undefined;
+  /** Entries per upsert call, in order. */
+  upserts: number[] = [];
 
   async ensure(): Promise<void> {}
   handles(ip: string): boolean {
     return ip.length > 0;
   }
   async upsert(entries: ProbeEntry[]): Promise<void> {
-    if (this.fail) throw new Error('ipset down');
+    this.upserts.push(entries.length);
+    if (this.fail || this.failUpsert?.(entries)) throw new Error('ipset down');
     await Promise.resolve();
     for (const e of entries) this.entries.set(e.ip, e.uid);
   }

@@ -34,6 +34,27 @@ describe('KeyedLock', () => {
     await new Promise((r) => setTimeout(r, 0));
     expect(lock.size).toBe(0);
   });
+
+  it('runAll holds every key at once, in call order on each shared key, without deadlock', async () => {
+    const lock = new KeyedLock();
+    const log: string[] = [];
+    const step = (name: string, ms: number) => async () => {
+      log.push(`${name}+`);
+      await new Promise((r) => setTimeout(r, ms));
+      log.push(`${name}-`);
+    };
+    // Opposite key orders would deadlock a lock that took keys one by one in the given order.
+    await Promise.all([
+      lock.runAll(['x', 'y'], step('xy', 15)),
+      lock.runAll(['y', 'x'], step('yx', 1)),
+      lock.run('x', step('x', 1)),
+      lock.runAll(['z'], step('z', 1)),
+    ]);
+    expect(log.slice(0, 4)).toEqual(['xy+', 'z+', 'z-', 'xy-']);  // z shares no key: it overlaps
+    expect(log.slice(4)).toEqual(['yx+', 'yx-', 'x+', 'x-']);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(lock.size).toBe(0);
+  });
 });
 
 describe.skipIf(!privileged())('Dataplane pipeline', () => {
@@ -159,6 +180,28 @@ describe.skipIf(!privileged())('Dataplane pipeline', () => {
     expect(report).toMatchObject({ pods: 2, repaired: ['uid-2'], failed: [], complete: true, pruned: ['10.1.0.99'], probeEntries: 2 });
     expect(rules.calls.filter((c) => c.startsWith('apply'))).toEqual(['apply uid-2']);  // pod 1 untouched
     expect(dp2.snapshot().map((e) => e.netns?.ino).sort()).toEqual([ns1.id.ino, ns2.id.ino].sort());
+    await dp2.close();
+  });
+
+  it('refills the probe set in one write; if that fails, pod by pod, reporting the pods that still fail', async () => {
+    const nss = [await freshNetns(), await freshNetns(), await freshNetns()];
+    const items = nss.map((ns, i) => ({ pod: pod(i + 1), netnsPath: ns.path }));
+    const { dp, probes } = setup();
+    const report = await dp.reconcile(items);
+    expect(report).toMatchObject({ failed: [], complete: true, probeEntries: 3 });
+    expect(probes.upserts).toEqual([3]);  // the three pods' IPs in one write
+    await dp.close();
+    // The set is empty again (a reboot); the big write fails, and so does pod 2's own.
+    probes.entries.clear();
+    probes.upserts = [];
+    probes.failUpsert = (entries) => entries.length > 1 || entries[0]!.uid === 'uid-2';
+    const dp2 = new Dataplane({ rules: new FakeRules(), ztunnel: new FakeZtunnel(), probes });
+    const r2 = await dp2.reconcile(items);
+    expect(probes.upserts.slice(0, 1)).toEqual([3]);
+    expect(probes.upserts.slice(1).sort()).toEqual([1, 1, 1]);
+    expect(r2.failed.map((f) => f.uid)).toEqual(['uid-2']);
+    expect(r2.complete).toBe(false);
+    expect([...probes.entries.values()].sort()).toEqual(['uid-1', 'uid-3']);
     await dp2.close();
   });
 
