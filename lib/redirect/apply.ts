@@ -12,8 +12,7 @@ import { applyRouting, diffRouting, removeRouting, routingDrift } from './engine
 import { compileCached } from '../net/nft/batch.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { GenerationCache } from './generation-cache.js';
-import { iptablesClone, iptablesReference, ipsetsOf, nftReference } from './reference.js';
-import { toIptablesRestore } from './render-iptables.js';
+import { iptablesClone, modelReference, nftReference } from './reference.js';
 import { nativeNft, type ApplyResult, type Backend, type DriftReport, type EngineOptions, type RemoveResult } from './engine-types.js';
 import type { RuleModel } from './model.js';
 
@@ -165,7 +164,7 @@ export async function prepare(model: RuleModel, opts: EngineOptions): Promise<vo
     const mode = opts.iptablesMode;
     await Promise.all([
       iptablesClone(model, mode),
-      ...model.families.map((f) => iptablesReference(toIptablesRestore(model, f), f, mode, ipsetsOf(model, f))),
+      ...model.families.map((f) => modelReference(model, f, mode)),
     ]);
   } else {
     const script = engineScript(model);

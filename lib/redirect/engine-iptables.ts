@@ -13,9 +13,9 @@ import { execIptables, famText, type IptablesRunner } from './engine-types.js';
 import { rulesOf, type Family, type RuleModel } from './model.js';
 import { GenerationCache } from './generation-cache.js';
 import { packetFilterEmpty } from './pristine.js';
-import { iptablesClone, iptablesReference, ipsetsOf } from './reference.js';
+import { iptablesClone, modelReference, restoreTextOf } from './reference.js';
 import { captureNft, NftCloneUnsupported, replayNft } from '../net/nft/clone.js';
-import { iptablesRuleText, toIptablesRestore } from './render-iptables.js';
+import { iptablesRuleText } from './render-iptables.js';
 
 const TABLES = ['filter', 'mangle', 'nat', 'raw'];
 /** Chains named ISTIO_* are ours even when the model no longer has them (Istio's rule for residue). */
@@ -141,11 +141,21 @@ export async function readIptables(ns: Netns, model: RuleModel, opts: IptablesOp
   return Promise.all(model.families.map(async (family) => {
     const m = opts.mode ? { mode: opts.mode } : {};
     const [ref, liveText] = await Promise.all([
-      iptablesReference(toIptablesRestore(model, family), family, opts.mode, ipsetsOf(model, family)),
+      modelReference(model, family, opts.mode),
       empty ? '' : runner.saveText(ns, { family, ...m }),
     ]);
-    return { ...diffFamily(family, ref, parseSave(liveText)), pristine: empty };
+    return empty ? pristineState(family, ref) : { ...diffFamily(family, ref, parseSave(liveText)), pristine: false };
   }));
+}
+
+// A new pod's state against a reference is always the same: diffed once per reference
+// (references are cached and never changed), handed out as a copy.
+const pristine = new WeakMap<SavedTable[], FamilyState>();
+
+function pristineState(family: Family, ref: SavedTable[]): FamilyState {
+  let st = pristine.get(ref);
+  if (!st) pristine.set(ref, (st = { ...diffFamily(family, ref, []), pristine: true }));
+  return { ...st, drift: [...st.drift], tables: new Map(st.tables), staleGuards: [] };
 }
 
 /** Netns whose nf_tables state was found to be the model's iptables-nft replay (per model and mode). */
@@ -204,7 +214,7 @@ export async function applyIptables(ns: Netns, model: RuleModel, states: FamilyS
   }
   // A netns without any residue of ours: Istio's own restore text.
   for (const st of todo.filter((s) => !s.residue)) {
-    await runner.restore(ns, toIptablesRestore(model, st.family), { family: st.family, ...m });
+    await runner.restore(ns, restoreTextOf(model, st.family), { family: st.family, ...m });
     actions.push(`iptables-restore ${famText(st.family)}`);
   }
   const dirty = todo.filter((s) => s.residue);

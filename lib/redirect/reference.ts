@@ -31,6 +31,29 @@ export function ipsetsOf(model: RuleModel, family: Family): string[] {
   return [...names];
 }
 
+// The engine treats models as immutable (one per configuration, shared by its pods, as
+// engine-nft does): what it derives from one is derived once, not per pod.
+const perModel = new WeakMap<RuleModel, Map<string, unknown>>();
+
+function once<T>(model: RuleModel, key: string, make: () => T): T {
+  let m = perModel.get(model);
+  if (!m) perModel.set(model, (m = new Map()));
+  if (!m.has(key)) m.set(key, make());
+  return m.get(key) as T;
+}
+
+/** toIptablesRestore of a model the engine uses, rendered once per family. */
+export const restoreTextOf = (model: RuleModel, family: Family): string =>
+  once(model, `restore ${family}`, () => toIptablesRestore(model, family));
+
+/** iptablesReference for a model's family, looked up once per model, family and mode. */
+export const modelReference = (model: RuleModel, family: Family, mode: IptablesMode | undefined): Promise<SavedTable[]> =>
+  once(model, `reference ${family} ${mode ?? ''}`, () => {
+    const ref = iptablesReference(restoreTextOf(model, family), family, mode, ipsetsOf(model, family));
+    ref.catch(() => perModel.get(model)?.delete(`reference ${family} ${mode ?? ''}`));  // a failure is not kept
+    return ref;
+  });
+
 const iptCache = new Map<string, Promise<SavedTable[]>>();
 const nftCache = new Map<string, Promise<NftReference>>();
 
@@ -85,8 +108,17 @@ const cloneCache = new Map<string, Promise<NftClone | undefined>>();
  * matches carry the set's per-netns index, so they cannot be copied).
  */
 export function iptablesClone(model: RuleModel, mode: IptablesMode | undefined): Promise<NftClone | undefined> {
+  const key = `clone ${mode ?? ''}`;
+  return once(model, key, () => {
+    const clone = cloneOf(model, mode);
+    clone.catch(() => perModel.get(model)?.delete(key));
+    return clone;
+  });
+}
+
+function cloneOf(model: RuleModel, mode: IptablesMode | undefined): Promise<NftClone | undefined> {
   if (mode === 'legacy' || model.families.some((f) => ipsetsOf(model, f).length > 0)) return Promise.resolve(undefined);
-  const texts = model.families.map((f) => toIptablesRestore(model, f));
+  const texts = model.families.map((f) => restoreTextOf(model, f));
   const key = `${mode ?? 'default'}\0${model.families.join(',')}\0${texts.join('\0')}`;
   let hit = cloneCache.get(key);
   if (!hit) {
