@@ -18,14 +18,20 @@ const fdCount = () => readdirSync('/proc/self/fd').length;
 const setup = fakeDataplane;
 
 describe('KeyedLock', () => {
-  it('serialises one key and overlaps different keys', async () => {
-    const lock = new KeyedLock();
+  /** Steps that log their start (`name+`) and end (`name-`) and take `ms`. */
+  const stepLog = () => {
     const log: string[] = [];
     const step = (name: string, ms: number) => async () => {
       log.push(`${name}+`);
       await new Promise((r) => setTimeout(r, ms));
       log.push(`${name}-`);
     };
+    return { log, step };
+  };
+
+  it('serialises one key and overlaps different keys', async () => {
+    const lock = new KeyedLock();
+    const { log, step } = stepLog();
     await Promise.all([lock.run('a', step('a1', 20)), lock.run('a', step('a2', 1)), lock.run('b', step('b1', 1))]);
     expect(log.indexOf('a1-')).toBeLessThan(log.indexOf('a2+'));
     expect(log.indexOf('b1+')).toBeLessThan(log.indexOf('a1-'));
@@ -37,12 +43,7 @@ describe('KeyedLock', () => {
 
   it('runAll holds every key at once, in call order on each shared key, without deadlock', async () => {
     const lock = new KeyedLock();
-    const log: string[] = [];
-    const step = (name: string, ms: number) => async () => {
-      log.push(`${name}+`);
-      await new Promise((r) => setTimeout(r, ms));
-      log.push(`${name}-`);
-    };
+    const { log, step } = stepLog();
     // Opposite key orders would deadlock a lock that took keys one by one in the given order.
     await Promise.all([
       lock.runAll(['x', 'y'], step('xy', 15)),
