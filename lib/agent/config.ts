@@ -310,6 +310,13 @@ export interface SettingDescription {
   description: string;
 }
 
+/** The agent's own entry for a setting another table reads too (the installer's, the repair controller's). */
+export function agentSetting<K extends string>(key: string): SettingSpec<K> {
+  const s = SETTINGS.find((x) => x.key === key);
+  if (!s) throw new Error(`no agent setting ${key}`);
+  return s as unknown as SettingSpec<K>;
+}
+
 /** Every setting with its env name, flag, default and meaning (for `podwire agent --help`). */
 export function describeSettings(): SettingDescription[] {
   return describeTable(SETTINGS);

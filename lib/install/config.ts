@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
-  absPath, Bad, bool, ConfigError, describeTable, goDuration, oneOf, optional, port, readSettings, SETTINGS,
+  absPath, Bad, bool, ConfigError, describeTable, goDuration, oneOf, optional, port, readSettings, agentSetting, SETTINGS,
   type Env, type LogLevel, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
 } from '../agent/config.js';
 import type { EnablementSelector } from '../mesh/enablement.js';
@@ -125,13 +125,6 @@ function duration(min: number) {
   };
 }
 
-/** The agent's own entries of the settings both read. */
-function shared(key: string): SettingSpec<Key> {
-  const s = SETTINGS.find((x) => x.key === key);
-  if (!s) throw new Error(`no agent setting ${key}`);
-  return s as unknown as SettingSpec<Key>;
-}
-
 /** The installer's settings, in help order (the shared ones are the agent's entries). */
 export const INSTALL_SETTINGS: readonly SettingSpec<Key>[] = [
   { key: 'mountedCniNetDir', env: 'MOUNTED_CNI_NET_DIR', flag: '--mounted-cni-net-dir', default: '/host/etc/cni/net.d', description: 'the host\'s CNI config directory (/etc/cni/net.d) as mounted in the agent', parse: absPath },
@@ -147,7 +140,7 @@ export const INSTALL_SETTINGS: readonly SettingSpec<Key>[] = [
     parse: conflistName,
   },
   { key: 'cniConfGroupRead', env: 'CNI_CONF_GROUP_READ', flag: '--cni-conf-group-read', default: 'false', boolean: true, description: 'configs we own are written 0640 instead of 0600', parse: bool },
-  shared('cniAgentRunDir'),
+  agentSetting<Key>('cniAgentRunDir'),
   { key: 'cniBinTargetDirs', env: 'CNI_BIN_TARGET_DIRS', flag: '--cni-bin-target-dirs', default: '/host/opt/cni/bin', podwire: true, description: 'podwire: comma-separated CNI bin directories of the host, as mounted, to install the plugin into (upstream: fixed /host/opt/cni/bin)', parse: dirList },
   { key: 'cniPluginBinary', env: 'CNI_PLUGIN_BINARY', flag: '--cni-plugin-binary', default: DEFAULT_PLUGIN_BINARY, podwire: true, description: 'podwire: the plugin binary to install (podwire-cni)', parse: absPath },
   { key: 'cniPluginName', env: 'CNI_PLUGIN_NAME', flag: '--cni-plugin-name', default: 'istio-cni', podwire: true, description: 'podwire: its file name on the host, and the entry\'s "type" (istio-cni: the entry is Istio\'s)', parse: fileName },
@@ -159,12 +152,12 @@ export const INSTALL_SETTINGS: readonly SettingSpec<Key>[] = [
   { key: 'kubernetesServiceProtocol', env: 'KUBERNETES_SERVICE_PROTOCOL', flag: '--kubernetes-service-protocol', default: '', description: 'scheme of the kubeconfig\'s server (empty: https)', parse: optional(oneOf(['https', 'http'] as const)) },
   { key: 'kubernetesServiceHost', env: 'KUBERNETES_SERVICE_HOST', flag: '--kubernetes-service-host', default: '', description: 'API server host of the kubeconfig (set by Kubernetes in every pod)', parse: optional(host) },
   { key: 'kubernetesServicePort', env: 'KUBERNETES_SERVICE_PORT', flag: '--kubernetes-service-port', default: '', description: 'API server port of the kubeconfig (set by Kubernetes in every pod)', parse: optional(portText) },
-  shared('ambientEnabled'),
-  shared('enablementSelectors'),
-  shared('excludeNamespaces'),
-  shared('podNamespace'),
-  shared('nativeNftables'),
-  shared('logOutputLevel'),
+  agentSetting<Key>('ambientEnabled'),
+  agentSetting<Key>('enablementSelectors'),
+  agentSetting<Key>('excludeNamespaces'),
+  agentSetting<Key>('podNamespace'),
+  agentSetting<Key>('nativeNftables'),
+  agentSetting<Key>('logOutputLevel'),
   { key: 'enableAmbientDetectionRetry', env: 'ENABLE_AMBIENT_DETECTION_RETRY', flag: '--enable-ambient-detection-retry', default: 'false', boolean: true, description: 'plugin entry enable_ambient_detection_retry', parse: bool },
   { key: 'agentWaitMs', env: 'PLUGIN_AGENT_WAIT', flag: '--plugin-agent-wait', default: '', podwire: true, description: 'podwire: plugin entry agent_wait_ms, how long podwire-cni waits for the agent (Go duration; empty: not written, the plugin\'s 10s)', parse: duration(0) },
   { key: 'agentTimeoutMs', env: 'PLUGIN_AGENT_TIMEOUT', flag: '--plugin-agent-timeout', default: '', podwire: true, description: 'podwire: plugin entry agent_timeout_ms, how long podwire-cni waits for an answer (Go duration; empty: not written, the plugin\'s 30s)', parse: duration(1) },

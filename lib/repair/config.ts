@@ -7,7 +7,7 @@
 // and the installer's flags are accepted and skipped here (`{ foreign }`), and the settings it
 // shares with the agent (NODE_NAME, NATIVE_NFTABLES) are the agent's own table entries.
 import {
-  Bad, bool, ConfigError, describeTable, goDuration, readSettings, SETTINGS,
+  Bad, bool, ConfigError, describeTable, goDuration, readSettings, agentSetting, SETTINGS,
   type Env, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
 } from '../agent/config.js';
 import { INSTALL_SETTINGS } from '../install/config.js';
@@ -120,13 +120,6 @@ function duration(minMs: number, zeroOff: boolean) {
   };
 }
 
-/** The agent's own entries of the settings both read. */
-function shared(key: string): SettingSpec<Key> {
-  const s = SETTINGS.find((x) => x.key === key);
-  if (!s) throw new Error(`no agent setting ${key}`);
-  return s as unknown as SettingSpec<Key>;
-}
-
 /** The repair controller's settings, in help order (the shared ones are the agent's entries). */
 export const REPAIR_SETTINGS: readonly SettingSpec<Key>[] = [
   { key: 'enabled', env: 'REPAIR_ENABLED', flag: '--repair-enabled', default: 'true', boolean: true, description: 'run the repair controller (pods whose istio-validation init container failed)', parse: bool },
@@ -145,8 +138,8 @@ export const REPAIR_SETTINGS: readonly SettingSpec<Key>[] = [
   { key: 'deleteRatePerMinute', env: 'REPAIR_DELETE_RATE', flag: '--repair-delete-rate', default: '10', podwire: true, description: 'podwire: at most this many broken pods deleted per minute, evenly spaced (upstream: unlimited)', parse: ratePerMinute },
   { key: 'resyncMs', env: 'REPAIR_RESYNC_INTERVAL', flag: '--repair-resync-interval', default: '60s', podwire: true, description: 'podwire: how often every pod of the node is evaluated again, so a pod whose repair gave up is tried again (Go duration; 0 = only on pod events)', parse: duration(1000, true) },
   { key: 'ambientGraceMs', env: 'REPAIR_AMBIENT_GRACE', flag: '--repair-ambient-grace', default: '10s', podwire: true, description: 'podwire: how long a running pod selected for ambient must stay unenrolled before repair enrolls it (the agent\'s own enrollment goes first; Go duration)', parse: duration(0, true) },
-  shared('nodeName'),
-  shared('nativeNftables'),
+  agentSetting<Key>('nodeName'),
+  agentSetting<Key>('nativeNftables'),
 ];
 
 /** The settings of the other tables on the agent's command line. */
