@@ -430,16 +430,21 @@ export class RepairController {
         if (this.running) this.queue.addAfter(key, 500);
         return 'skip';
       }
-      this.count('delete', 'fail');
-      const retryable = !isKubeError(err, 'Forbidden');
-      const e = new RepairError('DeleteFailed', key, retryable, `deleting: ${message(err)}`, { cause: err });
-      throw retryable ? e : new NonRetryable(e.message, { cause: e });
+      this.failed('delete', 'DeleteFailed', key, 'deleting', err);
     }
     this.stats.deleted++;
     this.count('delete', 'success');
     this.log('info', `repair: deleted broken pod (${why})`, { pod: key });
     await this.event(pod, 'DeleteBrokenPod', `Deleting broken pod ${key} (${why}); the istio-cni plugin was not in the chain when it started`);
     return 'success';
+  }
+
+  /** Counts a failed API call and throws it: retried by the queue unless the API server forbade it. */
+  private failed(action: 'delete' | 'label', code: RepairErrorCode, key: string, doing: string, err: unknown): never {
+    this.count(action, 'fail');
+    const retryable = !isKubeError(err, 'Forbidden');
+    const e = new RepairError(code, key, retryable, `${doing}: ${message(err)}`, { cause: err });
+    throw retryable ? e : new NonRetryable(e.message, { cause: e });
   }
 
   /** Labels the pod through pods/status unless the label key is present. */
@@ -459,10 +464,7 @@ export class RepairController {
         this.count('label', 'skip');
         return 'skip';
       }
-      this.count('label', 'fail');
-      const retryable = !isKubeError(err, 'Forbidden');
-      const e = new RepairError('LabelFailed', key, retryable, `labelling: ${message(err)}`, { cause: err });
-      throw retryable ? e : new NonRetryable(e.message, { cause: e });
+      this.failed('label', 'LabelFailed', key, 'labelling', err);
     }
     this.stats.labelled++;
     this.count('label', 'success');
