@@ -3,13 +3,14 @@
 // TokenRequest token. Granting the extras to the shared agent ServiceAccount instead would change
 // what every other test file running at the same time is allowed.
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { expect, onTestFinished } from 'vitest';
+import { onTestFinished } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeClient } from '../../lib/kube/client.js';
 import { KubeError } from '../../lib/kube/errors.js';
 import { loadKubeconfig } from '../../lib/kube/config.js';
+import { rejection } from './rejection.js';
 import { AGENT_NAMESPACE } from '../../scripts/kube/controlplane.mjs';
 import { AGENT_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
 import { adminClient, kubeEnv } from './kube.js';
@@ -55,12 +56,4 @@ export async function clientAs(namespace: string, name: string): Promise<KubeCli
 }
 
 /** The KubeError a call fails with (fails the test when the call succeeds or throws something else). */
-export async function kubeFailure(p: Promise<unknown>): Promise<KubeError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(KubeError);
-    return err as KubeError;
-  }
-  throw new Error('expected the call to fail with a KubeError');
-}
+export const kubeFailure = (p: Promise<unknown>): Promise<KubeError> => rejection(p, KubeError);

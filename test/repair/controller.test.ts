@@ -91,6 +91,15 @@ async function events(ns: string, name: string): Promise<CoreV1Event[]> {
   return l.items;
 }
 
+/** Plain pods on `node`, made Running with the given IP through pods/status. */
+async function runningPods(ns: string, node: string, pods: ReadonlyArray<readonly [string, string]>): Promise<void> {
+  const admin = adminClient();
+  for (const [name, ip] of pods) {
+    await createPod(admin, ns, name, node);
+    await patchPodStatus(admin, { namespace: ns, name }, { status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } });
+  }
+}
+
 const has = (m: Array<[RepairType, RepairResult]>, t: RepairType, r: RepairResult) => m.some(([a, b]) => a === t && b === r);
 
 describeKube('repair controller', () => {
@@ -219,10 +228,7 @@ describeKube('repair controller', () => {
     const node = nodeName();
     const ns = await freshNamespace();
     const admin = adminClient();
-    for (const [name, ip] of [['amb', '10.88.2.1'], ['bad', '10.88.2.2'], ['plain', '10.88.2.3']] as const) {
-      await createPod(admin, ns, name, node);
-      await patchPodStatus(admin, { namespace: ns, name }, { status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } });
-    }
+    await runningPods(ns, node, [['amb', '10.88.2.1'], ['bad', '10.88.2.2'], ['plain', '10.88.2.3']]);
     const enrolled = new Set<string>();
     const calls: string[] = [];
     const ambient: AmbientRepairHook = {
@@ -254,11 +260,7 @@ describeKube('repair controller', () => {
     kubeEnv();
     const node = nodeName();
     const ns = await freshNamespace();
-    const admin = adminClient();
-    for (const [name, ip] of [['agent-enrolls', '10.88.3.1'], ['stays', '10.88.3.2'], ['netns-later', '10.88.3.3']] as const) {
-      await createPod(admin, ns, name, node);
-      await patchPodStatus(admin, { namespace: ns, name }, { status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } });
-    }
+    await runningPods(ns, node, [['agent-enrolls', '10.88.3.1'], ['stays', '10.88.3.2'], ['netns-later', '10.88.3.3']]);
     const enrolled = new Set<string>();
     const calls: string[] = [];
     let netnsVisible = false;

@@ -7,6 +7,7 @@ import type { IpsetEntry, IpsetError } from '../../../lib/net/ipset/ipset.js';
 import type { Netns } from '../../../lib/net/netns/netns.js';
 import { freshNetns } from '../../helpers/netns.js';
 import { privileged } from '../../helpers/privileged.js';
+import { rejection } from '../../helpers/rejection.js';
 
 const uid = (i: number) => `${i.toString(16).padStart(8, '0')}-7c1d-4b7e-9f00-${(i * 7919).toString(16).padStart(12, '0')}`;
 const v4 = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
@@ -28,15 +29,7 @@ async function save(ns: Netns, set?: string): Promise<{ create: Map<string, stri
 }
 
 const sorted = (xs: string[] | undefined) => [...(xs ?? [])].sort();
-const thrown = async (p: Promise<unknown>): Promise<IpsetError> => {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(NetError);
-    return err as IpsetError;
-  }
-  throw new Error('expected a rejection');
-};
+const thrown = async (p: Promise<unknown>): Promise<IpsetError> => (await rejection(p, NetError)) as IpsetError;
 
 describe.skipIf(!privileged('ipset'))('ipset over netlink (real kernel)', () => {
   it('adds 10,000 IPv4 and 1,000 IPv6 elements with comments in batches; list equals ipset save', async () => {
