@@ -12,6 +12,7 @@ import { loadYaml } from '@kubernetes/client-node';
 import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS, type CompiledEnablementSelectors, type EnablementSelector } from '../mesh/enablement.js';
 import type { SelectionPolicy } from '../mesh/decision.js';
 import { parseGoDuration, formatDuration } from './duration.js';
+import type { LogLevel } from '../util/log.js';
 
 export class ConfigError extends Error {
   readonly code = 'ERR_AGENT_CONFIG';
@@ -30,7 +31,7 @@ export class ConfigError extends Error {
   }
 }
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'none';
+export type { LogLevel } from '../util/log.js';
 export type IptablesBinary = '' | 'legacy' | 'nft';
 
 export interface AgentConfig {

@@ -23,7 +23,7 @@ import { missingAccess } from '../kube/access.js';
 import type { KubeClient } from '../kube/client.js';
 import { isKubeError, KubeError } from '../kube/errors.js';
 import { sleep, withRetry } from '../kube/retry.js';
-import type { Logger } from './log.js';
+import type { Logger } from '../util/log.js';
 
 export const DEFAULT_GATE_TAINT_KEY = 'cni.podwire.io/not-ready';
 

@@ -5,9 +5,8 @@
 import { readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
-export const DEL_QUEUE_DIR = 'cni-del-queue';
-/** The shim writes at most this many; the agent reads no more. */
-export const DEL_QUEUE_MAX = 4096;
+export { DEL_QUEUE_DIR, DEL_QUEUE_MAX } from './constants.js';
+import { DEL_QUEUE_DIR, DEL_QUEUE_MAX } from './constants.js';
 const MAX_RECORD_BYTES = 64 * 1024;
 
 export interface DelRecord {

@@ -6,7 +6,7 @@
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
-import type { EmitLevel, Logger } from '../agent/log.js';
+import type { EmitLevel, Logger } from '../util/log.js';
 
 export const LOG_SOCKET = 'log.sock';
 const MAX_BODY = 1 << 20;

@@ -4,6 +4,7 @@
 // operator can act on (upstream's Go decoder would fail the same way).
 import { CNI_CODES, CniError } from './errors.js';
 import { checkVersion, type CniVersion } from './version.js';
+import { DEFAULT_RUN_DIR } from './constants.js';
 
 export interface PluginConf {
   cniVersion: CniVersion;
@@ -60,7 +61,7 @@ export function parseNetConf(text: string): PluginConf {
     name: str(doc, 'name'),
     type: str(doc, 'type'),
     pluginLogLevel: str(doc, 'plugin_log_level', 'info'),
-    cniAgentRunDir: str(doc, 'cni_agent_run_dir', '/var/run/istio-cni'),
+    cniAgentRunDir: str(doc, 'cni_agent_run_dir', DEFAULT_RUN_DIR),
     ambientEnabled: bool(doc, 'ambient_enabled'),
     excludeNamespaces: (excl as string[] | null | undefined) ?? [],
     podNamespace: str(doc, 'pod_namespace'),

@@ -8,14 +8,14 @@
 // prints the prevResult unchanged, in the config's CNI version.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { AmbientController } from '../ambient/controller.js';
-import { hostPath } from '../agent/cni-add.js';
-import { lookupPod, type PodLookupOptions } from '../agent/pod-lookup.js';
+import { hostPath } from './cmdadd.js';
+import { lookupPod, type PodLookupOptions } from './pod-lookup.js';
 import { EnrollError } from '../dataplane/errors.js';
 import type { Dataplane } from '../dataplane/dataplane.js';
 import type { KubeClient } from '../kube/client.js';
 import { isKubeError } from '../kube/errors.js';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
-import { AGENT_POD_NAME_PREFIX } from '../mesh/constants.js';
+import { AGENT_POD_NAME_PREFIX } from './constants.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
 import { CNI_CODES, CniError, AgentNotReadyError } from './errors.js';
 import type { Invocation } from './invocation.js';

@@ -2,10 +2,12 @@
 // conversion). 0.1.0 and 0.2.0 predate chaining (no prevResult): refused.
 import { CNI_CODES, CniError } from './errors.js';
 
-export const SUPPORTED_VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
+import { CURRENT_VERSION as CURRENT, SUPPORTED_VERSIONS } from './constants.js';
+
+export { SUPPORTED_VERSIONS };
 export type CniVersion = (typeof SUPPORTED_VERSIONS)[number];
 /** The version podwire implements (VERSION answers it). */
-export const CURRENT_VERSION: CniVersion = '1.1.0';
+export const CURRENT_VERSION: CniVersion = CURRENT;
 
 export function checkVersion(v: unknown): CniVersion {
   if (typeof v !== 'string' || v === '') throw new CniError(CNI_CODES.INVALID_CONFIG, 'cniVersion is missing from the network configuration');

@@ -1,6 +1,6 @@
 // What the installer logs through: the agent's Logger (scope `cni-agent`, as upstream's
 // installer) fits; tests pass a recorder. Nothing is logged when none is given.
-import type { LogFields } from '../agent/log.js';
+import type { LogFields } from '../util/log.js';
 
 export interface InstallLog {
   debug(msg: string, fields?: LogFields): void;

@@ -6,7 +6,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { PatchStrategy, RbacAuthorizationV1Api, type V1Node } from '@kubernetes/client-node';
 import { Agent, AgentStartError } from '../../lib/agent/agent.js';
-import { createLogging } from '../../lib/agent/log.js';
+import { createLogging } from '../../lib/util/log.js';
 import { NodeGate, NodeGateError } from '../../lib/agent/node-gate.js';
 import { Informer } from '../../lib/kube/informer.js';
 import { NODES } from '../../lib/kube/resources.js';

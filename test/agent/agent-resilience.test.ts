@@ -5,7 +5,7 @@
 // the probe set.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Agent } from '../../lib/agent/agent.js';
-import { createLogging } from '../../lib/agent/log.js';
+import { createLogging } from '../../lib/util/log.js';
 import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import { KubeClient } from '../../lib/kube/client.js';
 import { loadKubeconfig } from '../../lib/kube/config.js';

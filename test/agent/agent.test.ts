@@ -65,7 +65,7 @@ async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Rec
   const agent = new Agent({
     config,
     client: agentClient(),
-    logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'info' }, json: true, sink: { write: (l: string) => logs.push(l) } }),
+    logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'info' }, json: true, sink: { write: (l: string) => logs.push(l) } }),
     hostRuleRetryMs: 100,
   });
   cleanups.push(() => agent.stop({ cleanup: true }));
@@ -211,7 +211,7 @@ describeKube('podwire agent (in-process)', () => {
 
     // Uninstall: a new agent on the same node, DaemonSet gone → host table removed.
     await admin.apps.deleteNamespacedDaemonSet({ namespace: dsNs, name: 'istio-cni-node' });
-    const again = new Agent({ config: await node.config(), client: agentClient(), logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }) });
+    const again = new Agent({ config: await node.config(), client: agentClient(), logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'none' }, json: true }) });
     cleanups.push(() => again.stop({ cleanup: true }));
     await again.start();
     const r2 = await again.stop();
@@ -313,7 +313,7 @@ describeKube('podwire agent: DELs queued while it was down', () => {
     const rec = (p: TestPod, netns: string) => JSON.stringify({ containerId: `c-${p.name}`, netns, ifname: 'eth0', podNamespace: p.namespace, podName: p.name, podUid: p.uid, time: new Date().toISOString() });
     writeFileSync(`${q}/1-c-${gone.name}.json`, rec(gone, gone.netnsPath));
     writeFileSync(`${q}/2-c-${kept.name}.json`, rec(kept, '/var/run/netns/pwt-an-older-sandbox'));
-    const again = new Agent({ config, client: agentClient(), logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }) });
+    const again = new Agent({ config, client: agentClient(), logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'none' }, json: true }) });
     cleanups.push(() => again.stop({ cleanup: true }));
     await within('second start', again.start(), 30_000);
     expect(again.node!.dataplane.cache.has(gone.uid)).toBe(false);
@@ -330,7 +330,7 @@ async function repairAgent(node: AgentTestNode, extra: Record<string, string> = 
   const { parseRepairConfig } = await import('../../lib/repair/config.js');
   const agent = new Agent({
     config: await node.config(extra), repair: parseRepairConfig(await node.env(extra)), client: agentClient(),
-    logging: (await import('../../lib/agent/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
+    logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
   });
   cleanups.push(() => agent.stop({ cleanup: true }));
   return agent;

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Container } from '@kubernetes/client-node';
 import { Agent } from '../../lib/agent/agent.js';
-import { createLogging } from '../../lib/agent/log.js';
+import { createLogging } from '../../lib/util/log.js';
 import { hostPort, tcpProbe } from '../../lib/demo/traffic.js';
 import { parseInstallConfig } from '../../lib/install/config.js';
 import { sidecarConfigFromPod } from '../../lib/redirect/annotations.js';

@@ -14,7 +14,7 @@ import { replayPluginLogs } from '../../lib/cni/log-sink.js';
 import { parseNetConf } from '../../lib/cni/netconf.js';
 import { convertResult, emptyResult, resultIps } from '../../lib/cni/result.js';
 import { sidecarEligibility } from '../../lib/cni/sidecar.js';
-import { createLogging } from '../../lib/agent/log.js';
+import { createLogging } from '../../lib/util/log.js';
 
 const code = (fn: () => unknown) => {
   try {

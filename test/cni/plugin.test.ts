@@ -13,7 +13,7 @@ import { AgentNotReadyError } from '../../lib/cni/errors.js';
 import { parseInvocation } from '../../lib/cni/invocation.js';
 import { startLogSink } from '../../lib/cni/log-sink.js';
 import { CniPlugin } from '../../lib/cni/plugin.js';
-import { createLogging } from '../../lib/agent/log.js';
+import { createLogging } from '../../lib/util/log.js';
 import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/enablement.js';
 import type { KubeClient } from '../../lib/kube/client.js';
 import { fakeDataplane } from '../dataplane/fakes.js';

@@ -2,7 +2,7 @@
 // the way a container runtime does (CNI_* env, config on stdin), against agent-like servers on a
 // unix socket in a temp run dir — a node:http server that records each request and answers per
 // the protocol, a raw server for answers that break it, and the agent's real endpoint
-// (lib/ambient/cni-endpoint.ts). No root needed; nothing outside the temp dirs is touched.
+// (lib/cni/endpoint.ts). No root needed; nothing outside the temp dirs is touched.
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startCniEndpoint, type CniEndpoint } from '../../lib/ambient/cni-endpoint.js';
+import { startCniEndpoint, type CniEndpoint } from '../../lib/cni/endpoint.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SHIM = join(ROOT, 'build', 'Release', 'podwire-cni');
@@ -262,7 +262,7 @@ describe.skipIf(!linux)('podwire-cni', () => {
     expect(new Set(agent.requests.map((q) => q.body)).size).toBe(1);  // the same request each time
   });
 
-  it('works with the agent\'s real endpoint (lib/ambient/cni-endpoint.ts), 503 included', async () => {
+  it('works with the agent\'s real endpoint (lib/cni/endpoint.ts), 503 included', async () => {
     const run = tempRunDir();
     let calls = 0;
     const seen: string[] = [];

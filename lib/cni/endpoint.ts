@@ -27,13 +27,14 @@ import { lstatSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rename, rm, stat, unlink } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { CmdAddBodyError, parseCmdAddBody, type CmdAddRequest } from './cni-types.js';
+import { CmdAddBodyError, parseCmdAddBody, type CmdAddRequest } from './cmdadd-body.js';
 import { optionalTimeout } from '../util/timeout.js';
 
-export { CmdAddBodyError, parseCmdAddBody, unmapIp, type CmdAddRequest, type CniIpConfig, type CmdAddBodyErrorCode } from './cni-types.js';
+export { CmdAddBodyError, parseCmdAddBody, unmapIp, type CmdAddRequest, type CniIpConfig, type CmdAddBodyErrorCode } from './cmdadd-body.js';
 
-export const PLUGIN_EVENT_SOCKET = 'pluginevent.sock';
-export const DEFAULT_RUN_DIR = '/var/run/istio-cni';
+import { PLUGIN_EVENT_SOCKET } from './constants.js';
+
+export { PLUGIN_EVENT_SOCKET };
 export const CMDADD_PATH = '/cmdadd';
 /** podwire's shim: a whole CNI invocation (docs/cni-protocol.md). */
 export const CNI_PATH = '/v1/cni';

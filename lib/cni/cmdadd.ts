@@ -7,7 +7,7 @@
 // kubelet retries it (fail closed).
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
 import type { AmbientController } from '../ambient/controller.js';
-import type { CmdAddContext, CmdAddRequest } from '../ambient/cni-endpoint.js';
+import type { CmdAddContext, CmdAddRequest } from './endpoint.js';
 import type { KubeClient } from '../kube/client.js';
 import { lookupPod, type PodLookupOptions } from './pod-lookup.js';
 

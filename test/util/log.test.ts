@@ -1,7 +1,7 @@
 // The agent's logger: Istio's JSON and text line shapes, levels per scope, and values of every
 // shape written without throwing and without raw line breaks. Pure unit tests (no root).
 import { describe, expect, it } from 'vitest';
-import { createLogging, LOG_SCOPES, podFields, type LogLevel, type LoggingOptions } from '../../lib/agent/log.js';
+import { createLogging, LOG_SCOPES, podFields, type LogLevel, type LoggingOptions } from '../../lib/util/log.js';
 import { NetError } from '../../lib/net/errors.js';
 import { ConfigError } from '../../lib/agent/config.js';
 

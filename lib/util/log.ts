@@ -13,9 +13,9 @@
 // characters (and U+0085/U+2028/U+2029) are escaped in both formats. Values of any shape are
 // accepted: Errors become their message (plus ` (code)` when they carry one), bigints their
 // decimal text, undefined fields are left out, cycles become "[Circular]".
-import type { LogLevel } from './config.js';
 
-export type { LogLevel } from './config.js';
+/** Log levels, Istio's names; `none` turns a scope off. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'none';
 
 /** Levels a line can be written at (`none` is only a threshold). */
 export type EmitLevel = Exclude<LogLevel, 'none'>;

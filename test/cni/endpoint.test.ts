@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   CniEndpointError, parseCmdAddBody, startCniEndpoint, type CmdAddRequest, type CniEndpoint, type CniEndpointOptions,
-} from '../../lib/ambient/cni-endpoint.js';
+} from '../../lib/cni/endpoint.js';
 
 // What upstream's plugin sends: Go json.Marshal of CNIPluginAddEvent (no tags → capitalised keys, compact).
 const UPSTREAM_BODY =
