@@ -3,11 +3,13 @@
 //
 // Both answer from memory and never read a request body: GET (and HEAD) only, 405 otherwise,
 // 404 for other paths; a request that carries a body gets `Connection: close` so the body is
-// never drained. Header size, header/request time and idle keep-alive are bounded.
+// never drained. Header size, header/request time and idle keep-alive are bounded, and so are
+// open connections (lib/util/http-guard.ts): with hostNetwork anyone who reaches the node connects.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { Readiness } from './readiness.js';
+import { DEFAULT_HTTP_GUARD, guardHttpServer, type HttpGuardOptions } from '../util/http-guard.js';
 import { optionalTimeout } from '../util/timeout.js';
 
 export { Readiness, READINESS_CONDITIONS, type ReadinessCondition } from './readiness.js';
@@ -53,6 +55,8 @@ export interface ServerOptions {
   onError?: (err: MonitorServerError) => void;
   /** How long close() waits for in-flight requests before cutting connections (ms, default 2000). */
   closeGraceMs?: number;
+  /** Connection cap, header deadline and idle timeout (lib/util/http-guard.ts; defaults there). */
+  guard?: Partial<HttpGuardOptions>;
 }
 
 export interface RunningServer {
@@ -173,6 +177,11 @@ function start(kind: MonitorServerKind, opts: ServerOptions, routes: Record<stri
     },
   );
   server.maxHeadersCount = 64;
+  try {
+    guardHttpServer(server, { ...DEFAULT_HTTP_GUARD, ...opts.guard });
+  } catch (e) {
+    return Promise.reject(new MonitorServerError('ERR_MONITOR_OPTIONS', kind, (e as Error).message));
+  }
 
   return new Promise<RunningServer>((resolve, reject) => {
     const onListenError = (err: NodeJS.ErrnoException) => {

@@ -145,3 +145,62 @@ describe('health server', () => {
     expect(err).toMatchObject({ name: 'MonitorServerError', code: 'ERR_MONITOR_LISTEN', errno: 'EADDRINUSE', server: 'health' });
   });
 });
+
+describe('health server under a connection flood', () => {
+  // Open `n` connections; `partial` of them send half a request line and then stall (slowloris).
+  function flood(port: number, host: string, n: number, partial: boolean) {
+    let closed = 0;
+    const socks = Array.from({ length: n }, () => {
+      const c = connect(port, host);
+      c.on('error', () => {});
+      c.on('close', () => { closed++; });
+      if (partial) c.write('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+      return c;
+    });
+    return { socks, closed: () => closed, destroy: () => socks.forEach((c) => c.destroy()) };
+  }
+
+  async function until(cond: () => boolean, what: string): Promise<void> {
+    for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(cond(), what).toBe(true);
+  }
+
+  it('closes stalled and silent connections at the header deadline, however many trickle in', async () => {
+    const s = await startHealthServer({ port: 0, host: '127.0.0.1', guard: { headerDeadlineMs: 200, idleMs: 60_000, maxConnections: 1000 } });
+    servers.push(s);
+    const slow = flood(s.port, s.host, 30, true);
+    const silent = flood(s.port, s.host, 30, false);
+    try {
+      // Node 20's own headersTimeout never closes these; the guard must close every one of them.
+      await until(() => slow.closed() === 30 && silent.closed() === 30, 'every stalled connection closed by the server');
+      expect((await get(s, '/healthz')).status).toBe(200);
+    } finally {
+      slow.destroy();
+      silent.destroy();
+    }
+  });
+
+  it('caps open connections: past the cap new ones are closed, and /healthz answers once the flood is gone', async () => {
+    const s = await startHealthServer({ port: 0, host: '127.0.0.1', guard: { maxConnections: 8, headerDeadlineMs: 60_000, idleMs: 60_000 } });
+    servers.push(s);
+    const f = flood(s.port, s.host, 20, false);
+    try {
+      await until(() => f.closed() === 12, '12 connections over the cap of 8 closed');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(f.closed()).toBe(12);  // the 8 within the cap stay (their deadline is a minute)
+    } finally {
+      f.destroy();
+    }
+    await until(() => s.server.listening, 'listening');
+    for (let i = 0; i < 50; i++) {
+      const r = await get(s, '/healthz').catch(() => undefined);
+      if (r?.status === 200) return;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    expect.fail('/healthz did not answer after the flood was gone');
+  });
+
+  it('refuses bad guard options with a typed error', async () => {
+    await expect(startHealthServer({ port: 0, host: '127.0.0.1', guard: { maxConnections: 0 } })).rejects.toMatchObject({ code: 'ERR_MONITOR_OPTIONS' });
+  });
+});
