@@ -6,7 +6,7 @@
 // counter suffixes, so the counters already end in `_total`), with upstream's label names.
 // Label sets whose values are known are pre-initialised at 0, so a scrape shows every series from
 // the start (rate() works from the first increment; upstream only shows a series once it moved).
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** `istio_cni_installs_total{result}` values (upstream `cni/pkg/install/monitoring.go`). */
 export const INSTALL_RESULTS = ['SUCCESS', 'COPY_BINARIES_FAILURE', 'CREATE_KUBECONFIG_FAILURE', 'CREATE_CNI_CONFIG_FAILURE'] as const;
@@ -110,6 +110,8 @@ export interface MetricSources {
 export interface AgentMetricsOptions {
   /** Labels added to every series (e.g. `{ node: 'node-1' }`). None by default, as upstream. */
   defaultLabels?: Record<string, string>;
+  /** The client library's default process and Node.js metrics (default true). */
+  processMetrics?: boolean;
 }
 
 export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics {
@@ -182,5 +184,8 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
   m.installReady.set(0);
   m.ztunnelConnected.set(0);
   m.podsEnrolled.set(0);
+  // The standard process_* series dashboards expect of every exporter (upstream's Go client has
+  // them), plus Node's own: event-loop lag, heap, GC. Read at scrape time into this registry only.
+  if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 20 });
   return m;
 }

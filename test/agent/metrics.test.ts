@@ -22,7 +22,9 @@ const TYPES = new Set<MetricType>(['counter', 'gauge', 'histogram', 'summary', '
 function parseValue(s: string, line: number): number {
   if (s === '+Inf') return Infinity;
   if (s === '-Inf') return -Infinity;
-  if (s === 'NaN') return NaN;
+  // prom-client 15 writes an empty event-loop histogram's mean/stddev as `Nan`; Prometheus reads
+  // values with Go's strconv.ParseFloat, which takes NaN in any case, so that spelling is accepted too.
+  if (s === 'NaN' || s === 'Nan') return NaN;
   if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(s)) throw new Error(`line ${line}: bad value ${JSON.stringify(s)}`);
   return Number(s);
 }
@@ -239,6 +241,9 @@ describe('the strict text-format parser', () => {
   });
 });
 
+/** The client library's default process and Node.js series (not the agent's own). */
+const isRuntimeMetric = (name: string) => name.startsWith('process_') || name.startsWith('nodejs_');
+
 describe('agent metrics', () => {
   it('/metrics exposes exactly the expected names, types and labels, with the registry content type', async () => {
     const m = createAgentMetrics();
@@ -248,7 +253,7 @@ describe('agent metrics', () => {
     expect(r.headers['content-type']).toBe(m.registry.contentType);
     expect(r.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
     const fams = parsePrometheusText(r.body);
-    expect([...fams.keys()].sort()).toEqual(Object.keys(EXPECTED).sort());
+    expect([...fams.keys()].filter((n) => !isRuntimeMetric(n)).sort()).toEqual(Object.keys(EXPECTED).sort());
     for (const [name, want] of Object.entries(EXPECTED)) {
       const fam = fams.get(name)!;
       expect({ name, type: fam.type, labels: labelNames(fam) }).toEqual({ name, ...want });
@@ -268,7 +273,26 @@ describe('agent metrics', () => {
     expect(values('podwire_zds_acks_total').map((l) => l.type)).toEqual(['add', 'keep', 'del', 'snapshot_sent']);
     expect(values('podwire_informer_relists_total').map((l) => l.resource)).toEqual(['pods', 'namespaces']);
     expect(value(fams, 'podwire_enroll_duration_seconds_count', { backend: 'nftables' })).toBe(0);
-    for (const f of fams.values()) for (const smp of f.samples) expect(smp.value, `${smp.name}${JSON.stringify(smp.labels)}`).toBe(0);
+    for (const f of fams.values()) {
+      if (isRuntimeMetric(f.name)) continue;
+      for (const smp of f.samples) expect(smp.value, `${smp.name}${JSON.stringify(smp.labels)}`).toBe(0);
+    }
+  });
+
+  it('exposes the standard process_* series and Node\'s event-loop lag, read from this process', async () => {
+    const fams = await scrape(await serve(createAgentMetrics().registry));
+    const one = (n: string) => {
+      const f = fams.get(n);
+      expect(f, n).toBeDefined();
+      return f!.samples[0]!.value;
+    };
+    expect(one('process_resident_memory_bytes')).toBeGreaterThan(10 * 2 ** 20);
+    expect(one('process_open_fds')).toBeGreaterThan(2);
+    expect(one('process_cpu_seconds_total')).toBeGreaterThan(0);
+    const started = (Date.now() - performance.now()) / 1000;  // this process's start, by the monotonic clock
+    expect(Math.abs(one('process_start_time_seconds') - started)).toBeLessThan(5);
+    expect(fams.get('nodejs_eventloop_lag_seconds')?.type).toBe('gauge');
+    expect(createAgentMetrics({ processMetrics: false }).registry.getSingleMetric('process_open_fds')).toBeUndefined();
   });
 
   it('counters increment, gauges set, the histogram observes', async () => {
@@ -342,7 +366,7 @@ describe('agent metrics', () => {
   it('default labels go on every series', async () => {
     const m = createAgentMetrics({ defaultLabels: { node: 'node-1' } });
     const f = await scrape(await serve(m.registry));
-    for (const fam of f.values()) for (const smp of fam.samples) expect(smp.labels.node).toBe('node-1');
+    for (const fam of f.values()) for (const smp of fam.samples) expect(smp.labels.node, fam.name).toBe('node-1');
   });
 });
 
