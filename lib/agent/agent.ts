@@ -31,6 +31,7 @@ import { Readiness } from './readiness.js';
 import { decideCleanup, type CleanupDecision } from './safe-upgrade.js';
 import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from './snapshot.js';
 import { drainDelQueue, type DelRecord } from '../cni/del-queue.js';
+import { DecisionFileWriter } from '../cni/decision-file.js';
 import { AgentNotReadyError, CNI_CODES, CniError } from '../cni/errors.js';
 import { parseInvocation } from '../cni/invocation.js';
 import { startLogSink, type LogSink } from '../cni/log-sink.js';
@@ -127,6 +128,8 @@ export class Agent {
   /** The node readiness taint (NODE_READINESS_TAINT). */
   gate: NodeGate | undefined;
   repair: RepairController | undefined;
+  /** `<run dir>/cni-decisions.json`, what podwire-cni reads while the agent is down (docs/cni.md). */
+  decisions: DecisionFileWriter | undefined;
   /** Rejects when something the agent cannot run without fails after start (the installer's loop): exit then. */
   readonly fatal: Promise<never>;
   private failFatal!: (err: unknown) => void;
@@ -209,6 +212,7 @@ export class Agent {
       onEvent: (type) => this.metrics.reconcileEvents.inc({ type }),
     });
     this.controller = controller;
+    this.decisions = new DecisionFileWriter({ pods: controller.pods, namespaces: controller.namespaces, policy, nodeName: cfg.nodeName, runDir: cfg.cniAgentRunDir, log: this.log });
     this.metrics.bind({
       podsEnrolled: () => this.enrolledCount(),
       ztunnelConnected: () => this.node?.zds?.server.connectionCount ?? 0,
@@ -235,6 +239,7 @@ export class Agent {
 
     await stage('informers', () => controller.sync());
     this.synced = true;
+    this.decisions?.start();  // from the synced caches; kept current from now on
     this.readiness.set('informersSynced');
     this.log.info(`informers synced: ${controller.pods.size} pods on node ${cfg.nodeName}, ${controller.namespaces.size} namespaces`);
 
@@ -334,6 +339,7 @@ export class Agent {
     await this.repair?.stop({ timeoutMs: 5000 }).catch((err: unknown) => this.log.warn(`stopping the repair controller: ${(err as Error).message}`));
     await this.cni?.close();
     await this.logSink?.close();
+    this.decisions?.stop();  // the file stays: the shim reads it while no agent answers
     await this.stopController();
     let decision: CleanupDecision;
     const mode = opts.cleanup ?? 'auto';

@@ -178,8 +178,13 @@ export class DecisionFileWriter {
     return this.timer !== undefined;
   }
 
-  /** Cancels the timers and stops listening; the file stays where it is. */
+  /**
+   * Stops listening and cancels the timers; the file stays where it is. A change still waiting
+   * for its timer is written first, so the file the shim reads next is not one change behind.
+   */
   stop(): void {
+    if (this.stopped) return;
+    if (this.started && (this.timer || this.retryTimer)) this.flush();
     this.stopped = true;
     for (const u of this.unsubscribe.splice(0)) u();
     clearTimeout(this.timer);

@@ -228,4 +228,23 @@ describe('DecisionFileWriter: debounce', () => {
     expect(read(path).pods.find((p) => p.name === 'p-7')).toMatchObject({ mesh: false, uid: 'u-7' });
     expect(w.stats.renders).toBe(4);
   });
+
+  it('stop() writes a change still waiting for its timer, then nothing more', async () => {
+    const pods = new Source<V1Pod>();
+    const namespaces = new Source<V1Namespace>();
+    namespaces.put({ metadata: { name: 'apps' } });
+    const runDir = tempDir();
+    const path = join(runDir, 'cni-decisions.json');
+    const w = writer({ pods: pods as unknown as DecisionFileWriterPods, namespaces: namespaces as unknown as DecisionFileWriterNamespaces, node: 'n', runDir, debounceMs: 60_000 });
+    w.start();
+    expect(read(path).meshNamespaces).toEqual([]);
+    namespaces.put({ metadata: { name: 'apps', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
+    expect(w.pending).toBe(true);
+    w.stop();
+    expect(w.pending).toBe(false);
+    expect(read(path)).toMatchObject({ generation: 2, meshNamespaces: ['apps'] });
+    namespaces.put({ metadata: { name: 'other', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
+    expect(w.pending).toBe(false);
+    expect(read(path).meshNamespaces).toEqual(['apps']);
+  });
 });
