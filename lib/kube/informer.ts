@@ -17,6 +17,9 @@
 // resourceVersion). A handler that needs to do I/O should enqueue; a throwing
 // (or rejecting) handler is counted and reported, never stops the informer.
 import { Watch, type KubernetesObject } from '@kubernetes/client-node';
+// Not part of the client's index: the generated models' serializer, the one its typed list calls
+// use. The client is pinned exactly (package.json, 1.4.0) and test/kube/informer.test.ts checks both
+// the pin and that watch objects come out typed like list items, so an upgrade cannot break this silently.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { KubeError, codeForStatus, codeForTransport as transportCode } from './errors.js';
 import type { KubeClient } from './client.js';

@@ -126,3 +126,16 @@ describeKube('kube informers', () => {
     expect(() => podInformer(adminClient(), { nodeName: '' })).toThrow(TypeError);
   });
 });
+
+// lib/kube/informer.ts reaches into the client's generated serializer (not in its index): that is
+// safe only while the client is pinned exactly, in package.json and in the lockfile.
+it('the Kubernetes client is pinned exactly, so its private serializer path cannot move under us', async () => {
+  const { readFileSync } = await import('node:fs');
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> };
+  const lock = JSON.parse(readFileSync(new URL('../../package-lock.json', import.meta.url), 'utf8')) as { packages: Record<string, { version?: string }> };
+  expect(pkg.dependencies['@kubernetes/client-node']).toMatch(/^\d+\.\d+\.\d+$/);
+  expect(lock.packages['node_modules/@kubernetes/client-node']?.version).toBe(pkg.dependencies['@kubernetes/client-node']);
+  const { ObjectSerializer } = await import('@kubernetes/client-node/dist/gen/models/ObjectSerializer.js');
+  const pod = ObjectSerializer.deserialize({ metadata: { name: 'p', creationTimestamp: '2026-12-01T00:00:00Z' } }, 'V1Pod', '') as V1Pod;
+  expect(pod.metadata?.creationTimestamp).toBeInstanceOf(Date);
+});
