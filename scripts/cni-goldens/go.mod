@@ -1,0 +1,5 @@
+module podwire.local/cni-goldens
+
+go 1.24
+
+require github.com/containernetworking/cni v1.3.0
