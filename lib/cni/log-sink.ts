@@ -3,10 +3,10 @@
 // strings, each a JSON log entry (`level`, `time`, `msg`, labels). Entries
 // are replayed in scope `cni-plugin` at their level with their own time;
 // anything else is dropped. The answer is always 200, as upstream's.
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import type { EmitLevel, Logger } from '../util/log.js';
+import { listenUnix } from './unix-listener.js';
 
 export const LOG_SOCKET = 'log.sock';
 const MAX_BODY = 1 << 20;
@@ -45,13 +45,10 @@ export interface LogSink {
 }
 
 /**
- * Serves `<runDir>/log.sock` (mode 0600). Like pluginevent.sock, it is bound
- * in a private 0700 dir, chmodded, then renamed into place (no moment with
- * wider permissions; a stale socket of an earlier run is replaced), and on
- * close removed only if it is still this server's.
+ * Serves `<runDir>/log.sock` (mode 0600), set up like pluginevent.sock
+ * (unix-listener.ts); rejects with UnixListenerError.
  */
 export async function startLogSink(runDir: string, log: Logger): Promise<LogSink> {
-  mkdirSync(runDir, { recursive: true, mode: 0o750 });
   const socketPath = join(runDir, LOG_SOCKET);
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -69,34 +66,12 @@ export async function startLogSink(runDir: string, log: Logger): Promise<LogSink
   });
   server.headersTimeout = 5000;
   server.requestTimeout = 10_000;
-  const tmpDir = mkdtempSync(join(runDir, '.log-sock-'));
-  let ino: number;
-  try {
-    const tmp = join(tmpDir, LOG_SOCKET);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(tmp, () => resolve());
-    });
-    chmodSync(tmp, 0o600);
-    renameSync(tmp, socketPath);
-    ino = statSync(socketPath).ino;
-  } catch (err) {
-    server.close();
-    throw err;
-  } finally {
-    rmSync(tmpDir, { recursive: true, force: true });
-  }
+  const listener = await listenUnix(server, runDir, LOG_SOCKET);
   return {
     socketPath,
     close: () => new Promise<void>((resolve) => {
-      server.close(() => {
-        try {
-          if (lstatSync(socketPath).ino === ino) unlinkSync(socketPath);
-        } catch {
-          // already gone (or replaced by a newer agent's: left alone)
-        }
-        resolve();
-      });
+      // A newer agent's socket at the path is left alone.
+      server.close(() => { void listener.unlinkIfOurs().then(resolve); });
       server.closeAllConnections();
     }),
   };
