@@ -19,16 +19,14 @@
 //   413                          body over maxBodyBytes (1 MiB; upstream reads unbounded)
 // The handler's AbortSignal fires on timeout, on client disconnect (Go's request context) and on close().
 //
-// Socket: upstream chmods its socket 0666 after listen (§1.4). podwire's design is 0600 (only the
-// root agent and root-run plugins talk to it), and created without a window where it is wider:
-// listen inside a fresh 0700 dir in runDir, chmod 0600, then rename() over the final path (which
-// also atomically replaces a stale socket of a previous run). runDir is `mkdir -p`'d 0750.
-import { lstatSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rename, rm, stat, unlink } from 'node:fs/promises';
+// Socket: upstream chmods its socket 0666 after listen (§1.4). podwire's is 0600 (only the root
+// agent and root-run plugins talk to it), made by unix-listener.ts without a window where it is
+// wider, replacing a stale socket of a previous run atomically. runDir is `mkdir -p`'d 0750.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { CmdAddBodyError, parseCmdAddBody, type CmdAddRequest } from './cmdadd-body.js';
 import { optionalTimeout } from '../util/timeout.js';
+import { listenUnix, UnixListenerError, type UnixListener } from './unix-listener.js';
 
 export { CmdAddBodyError, parseCmdAddBody, unmapIp, type CmdAddRequest, type CniIpConfig, type CmdAddBodyErrorCode } from './cmdadd-body.js';
 
@@ -288,11 +286,6 @@ function validate(opts: CniEndpointOptions): void {
   }
 }
 
-function listenError(what: string, err: unknown): CniEndpointError {
-  const e = err as NodeJS.ErrnoException;
-  return new CniEndpointError('ERR_CNI_ENDPOINT_LISTEN', `${what}: ${e.message}`, { cause: err, errno: e.code ?? '' });
-}
-
 /** Creates `<runDir>/pluginevent.sock` (mode 0600) and serves it. */
 export async function startCniEndpoint(options: CniEndpointOptions): Promise<CniEndpoint> {
   validate(options);
@@ -324,40 +317,13 @@ export async function startCniEndpoint(options: CniEndpointOptions): Promise<Cni
   );
   server.maxHeadersCount = 64;
 
+  let listener: UnixListener;
   try {
-    await mkdir(opts.runDir, { recursive: true, mode: 0o750 });
+    listener = await listenUnix(server, opts.runDir, PLUGIN_EVENT_SOCKET);
   } catch (e) {
-    throw listenError(`cannot create run dir ${opts.runDir}`, e);
-  }
-
-  // Never world-accessible: bind inside a private 0700 dir, tighten, then move into place.
-  let privDir: string;
-  try {
-    privDir = await mkdtemp(join(opts.runDir, '.pe-'));
-  } catch (e) {
-    throw listenError(`cannot create a private dir in ${opts.runDir}`, e);
-  }
-  const tmpPath = join(privDir, 's');
-  let ident: { dev: number; ino: number };
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ path: tmpPath, exclusive: true }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    await chmod(tmpPath, 0o600);
-    // rename() replaces a stale socket (or file) of a previous run atomically: no window where
-    // the path is missing or a stale socket answers ECONNREFUSED after we are up.
-    await rename(tmpPath, socketPath);
-    const st = await stat(socketPath);
-    ident = { dev: st.dev, ino: st.ino };
-  } catch (e) {
-    await new Promise<void>((r) => { server.listening ? server.close(() => r()) : r(); });
-    throw listenError(`cannot listen on ${socketPath}`, e);
-  } finally {
-    await rm(privDir, { recursive: true, force: true }).catch(() => {});
+    throw e instanceof UnixListenerError
+      ? new CniEndpointError('ERR_CNI_ENDPOINT_LISTEN', e.message, { cause: e, errno: e.errno })
+      : e;
   }
 
   server.on('error', (err) => opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_SERVER', err.message, { cause: err })));
@@ -381,12 +347,7 @@ export async function startCniEndpoint(options: CniEndpointOptions): Promise<Cni
           server.closeIdleConnections();
         });
         // Unlink only our own socket: a newer agent may already have replaced the path.
-        try {
-          const st = lstatSync(socketPath);
-          if (st.dev === ident.dev && st.ino === ident.ino) await unlink(socketPath);
-        } catch {
-          /* already gone */
-        }
+        await listener.unlinkIfOurs();
       })();
       return closing;
     },
