@@ -13,6 +13,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { ApiException, AppsV1Api, CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
 import { KubeConfigError, KubeError, codeForStatus, codeForTransport, type KubeVerb } from './errors.js';
+import { checkName, ruleForResource } from './names.js';
 import type { KubeCredentials, TlsMaterial } from './config.js';
 import { checkTimeout, optionalTimeout } from '../util/timeout.js';
 
@@ -132,8 +133,12 @@ export class KubeClient {
    * Runs one client-node call with a deadline, mapping any failure to a
    * KubeError. `fn` gets the per-call options to pass as the API method's
    * last argument (they carry the abort signal and the content type).
+   * The target's namespace and name are validated first (InvalidNameError, no request made):
+   * `fn` must put those same values into the path.
    */
   async call<T>(target: CallTarget, fn: (options: ConfigurationOptions) => Promise<T>, opts: CallOptions = {}): Promise<T> {
+    if (target.namespace !== undefined) checkName(target.namespace, 'dns-label', 'namespace');
+    if (target.name !== undefined) checkName(target.name, ruleForResource(target.resource), 'name');
     const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', this.requestTimeoutMs);
     const ac = new AbortController();
     let timedOut = false;

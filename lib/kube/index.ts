@@ -6,6 +6,8 @@ export { KubeCredentials, loadCredentials, loadKubeconfig, inClusterConfig, SERV
 export type { InClusterOptions, KubeconfigOptions, LoadOptions, TlsMaterial } from './config.js';
 export { KubeClient, USER_AGENT } from './client.js';
 export type { KubeClientOptions, CallOptions, CallTarget } from './client.js';
+export { InvalidNameError, checkName, checkPodName, checkNamespace, nameProblem } from './names.js';
+export type { NameRule, NameProblem, InvalidNameReason } from './names.js';
 export { withRetry } from './retry.js';
 export type { RetryOptions } from './retry.js';
 export { Informer, objectKey } from './informer.js';
