@@ -101,9 +101,15 @@ export class RepairError extends Error {
 export class RepairRbacError extends Error {
   override readonly name = 'RepairRbacError';
   readonly code = 'ERR_REPAIR_RBAC';
+  /** The chart value that grants what delete mode needs. */
+  static readonly CHART_VALUE = 'repair.deletePods';
+  /** The ClusterRole the chart then creates and binds: `<chart fullname>-agent-repair-delete`. */
+  static readonly CLUSTER_ROLE_SUFFIX = 'agent-repair-delete';
   constructor(readonly missing: readonly string[], options?: { cause?: unknown }) {
-    super(`repair: the agent lacks RBAC permission ${missing.join(' and ')} in every namespace ` +
-      `(bind ClusterRole podwire-agent-repair-delete, scripts/kube/rbac.mjs, to the agent's ServiceAccount, or turn the action off)`, options);
+    super(`repair: the agent lacks RBAC permission ${missing.join(' and ')} in every namespace. With the Helm chart, ` +
+      `set ${RepairRbacError.CHART_VALUE}=true: it creates ClusterRole <release>-${RepairRbacError.CLUSTER_ROLE_SUFFIX} ` +
+      `(podwire-${RepairRbacError.CLUSTER_ROLE_SUFFIX} for a release named podwire) and binds it to the agent's ServiceAccount; ` +
+      `without the chart, grant pods delete to that ServiceAccount; or turn delete mode off (REPAIR_DELETE_PODS=false)`, options);
   }
 }
 

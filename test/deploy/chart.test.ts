@@ -15,6 +15,7 @@ import { namespaceInformer, podInformer } from '../../lib/kube/resources.js';
 import { annotatePodViaStatus, deletePod, patchPodMetadata } from '../../lib/kube/pods.js';
 import { createPodEvent } from '../../lib/kube/events.js';
 import { AGENT_CLUSTER_ROLE, NODE_TAINT_CLUSTER_ROLE, REPAIR_DELETE_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
+import { RepairRbacError } from '../../lib/repair/controller.js';
 import { adminClient, createPod, describeKube, freshNamespace, kubeEnv, until, within } from '../helpers/kube.js';
 import { CHART_DIR, Helm, HelmError, type Rendered } from '../helpers/helm.js';
 import { clientAs, kubeFailure } from '../helpers/rbac.js';
@@ -244,6 +245,9 @@ describe('Helm chart deploy/chart/podwire: lint and render', () => {
     // Cluster-scoped names carry the release, so two releases do not collide; the DaemonSet keeps its name.
     const other = rbacOf(await helm.template('edge', 'mesh', { repair: { deletePods: true } }));
     expect(Object.keys(other.roles).sort()).toEqual(['edge-podwire-agent', 'edge-podwire-agent-repair-delete']);
+    // The repair controller's RBAC error names this value and this role: they must be the chart's.
+    const byValue = rbacOf(await helm.template('podwire', 'istio-system', { repair: { [RepairRbacError.CHART_VALUE.split('.')[1]!]: true } }));
+    expect(byValue.roles[`podwire-${RepairRbacError.CLUSTER_ROLE_SUFFIX}`]).toEqual(REPAIR_DELETE_CLUSTER_ROLE.rules);
     expect(other.bindings['edge-podwire-agent']).toEqual([{ kind: 'ServiceAccount', name: 'edge-podwire', namespace: 'mesh' }]);
   });
 
