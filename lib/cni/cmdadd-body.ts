@@ -10,6 +10,7 @@
 // would accept a body the agent cannot act on (empty pod name/namespace/netns, an empty IP), we
 // answer 400 up front instead of failing later with a 500: the intended behaviour, stated here.
 import { formatIp, parseIp } from '../net/ip.js';
+import { nameProblem, type InvalidNameReason, type NameRule } from '../kube/names.js';
 
 /** One entry of prevResult.ips as the plugin forwards it (Go `IPConfig`). */
 export interface CniIpConfig {
@@ -35,7 +36,10 @@ export interface CmdAddRequest {
   ipConfigs: CniIpConfig[];
 }
 
-export type CmdAddBodyErrorCode = 'ERR_CNI_EVENT_EMPTY' | 'ERR_CNI_EVENT_JSON' | 'ERR_CNI_EVENT_FIELD';
+export type CmdAddBodyErrorCode =
+  | 'ERR_CNI_EVENT_EMPTY' | 'ERR_CNI_EVENT_JSON' | 'ERR_CNI_EVENT_FIELD'
+  /** PodName is not a DNS-1123 subdomain or PodNamespace not a DNS-1123 label (`field` names it). */
+  | 'ERR_CNI_EVENT_NAME';
 
 /** The body of a `POST /cmdadd` is not what upstream's plugin sends (the client gets a 400). */
 export class CmdAddBodyError extends Error {
@@ -44,10 +48,14 @@ export class CmdAddBodyError extends Error {
     message: string,
     /** The offending field as a JSON path (`IPs[0].Address.IP`), when there is one. */
     readonly field?: string,
-    opts?: { cause?: unknown },
+    opts?: { cause?: unknown; nameReason?: InvalidNameReason },
   ) {
-    super(message, opts);
+    super(message, opts?.cause === undefined ? undefined : { cause: opts.cause });
+    if (opts?.nameReason) this.nameReason = opts.nameReason;
   }
+
+  /** With ERR_CNI_EVENT_NAME: how the name is invalid. */
+  readonly nameReason?: InvalidNameReason;
 
   static {
     Object.defineProperty(this.prototype, 'name', { value: 'CmdAddBodyError', enumerable: false });
@@ -72,6 +80,12 @@ function requiredString(obj: Obj, name: string): string {
   const v = field(obj, name);
   if (v === undefined || v === null || v === '') throw bad(name, 'required, must be a non-empty string');
   if (typeof v !== 'string') throw bad(name, `must be a string, got ${jsonType(v)}`);
+  return v;
+}
+
+function objectName(v: string, name: string, rule: NameRule): string {
+  const p = nameProblem(v, rule);
+  if (p) throw new CmdAddBodyError('ERR_CNI_EVENT_NAME', `${name}: ${p.detail}`, name, { nameReason: p.reason });
   return v;
 }
 
@@ -152,8 +166,9 @@ export function parseCmdAddBody(body: Buffer | string): CmdAddRequest {
   if (!isObj(doc)) throw new CmdAddBodyError('ERR_CNI_EVENT_JSON', `body must be a JSON object, got ${jsonType(doc)}`);
 
   const netns = requiredString(doc, 'Netns');
-  const podName = requiredString(doc, 'PodName');
-  const podNamespace = requiredString(doc, 'PodNamespace');
+  // Validated before anything looks them up: `..` as a pod name reached the API path as is.
+  const podName = objectName(requiredString(doc, 'PodName'), 'PodName', 'dns-subdomain');
+  const podNamespace = objectName(requiredString(doc, 'PodNamespace'), 'PodNamespace', 'dns-label');
 
   const rawIps = field(doc, 'IPs');
   if (rawIps !== undefined && rawIps !== null && !Array.isArray(rawIps)) throw bad('IPs', `must be an array or null, got ${jsonType(rawIps)}`);
