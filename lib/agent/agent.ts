@@ -71,6 +71,8 @@ export interface AgentOptions {
    * Running is already enrolled by the informer path.
    */
   repair?: RepairConfig;
+  /** For tests: awaited just before the node readiness taint is taken off (the agent is not ready yet). */
+  beforeUntaint?: () => Promise<void>;
 }
 
 export interface StopOptions {
@@ -152,6 +154,7 @@ export class Agent {
     this.ownsClient = !opts.client;
     this.client = opts.client ?? new KubeClient(loadCredentials());
     if (!opts.install) this.readiness.set('installed');  // nothing to install: nothing to wait for
+    if (!opts.config.nodeReadinessTaint) this.readiness.set('nodeUntainted');  // no taint to take off
     this.fatal = new Promise<never>((_, reject) => { this.failFatal = reject; });
     this.fatal.catch(() => undefined);  // observed by whoever runs the agent (the CLI)
   }
@@ -283,7 +286,12 @@ export class Agent {
     }
     if (this.opts.install) await stage('cni installer', () => this.startInstaller(this.opts.install!));
     if (this.gate) {
-      await stage('node readiness taint', () => this.gate!.untaint());
+      await stage('node readiness taint', async () => {
+        await this.opts.beforeUntaint?.();
+        await this.gate!.untaint();
+      });
+      // Ready implies untainted: /readyz turns 200 only once the API server holds the Node without our taint.
+      this.readiness.set('nodeUntainted');
       this.log.info(`node ${cfg.nodeName} untainted`);
     }
     this.log.info('node agent ready');
@@ -327,6 +335,7 @@ export class Agent {
 
   private async doStop(opts: StopOptions): Promise<StopResult> {
     for (const c of ['installed', 'informersSynced', 'snapshotReconciled'] as const) this.readiness.clear(c);
+    if (this.config.nodeReadinessTaint) this.readiness.clear('nodeUntainted');
     if (this.starting) {
       // A start still waiting is released: the informers (sync) or the installer (waiting for a
       // primary CNI config) are stopped, and its next stage gives up.

@@ -1,9 +1,10 @@
 // The agent's readiness conditions (istio-cni.md §1.2, §3.7): /readyz is 200 only when every
 // condition is set. Upstream has two flags (installReady, watchReady); podwire splits watchReady
-// into the two things it waits for, so /readyz can say which one is missing.
+// into the two things it waits for, so /readyz can say which one is missing, and adds one of its
+// own: with the node readiness taint on, the agent is ready only once the taint is off the Node.
 
-/** The conditions, in the order the agent sets them at start. */
-export const READINESS_CONDITIONS = ['installed', 'informersSynced', 'snapshotReconciled'] as const;
+/** The conditions, in the order the agent sets them at start (`nodeUntainted` is set at once without the taint). */
+export const READINESS_CONDITIONS = ['installed', 'informersSynced', 'snapshotReconciled', 'nodeUntainted'] as const;
 export type ReadinessCondition = (typeof READINESS_CONDITIONS)[number];
 
 export class Readiness {

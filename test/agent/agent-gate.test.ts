@@ -65,7 +65,14 @@ describeKube('podwire agent: node readiness taint', () => {
     // Every state of the Node as a watch delivers it.
     const watch = new Informer<V1Node>(adminClient(), NODES, { fieldSelector: `metadata.name=${node.name}` } as never);
     const history: Array<{ tainted: boolean; ready: boolean }> = [];
-    const agent = new Agent({ config: await node.config({ NODE_READINESS_TAINT: 'true' }), client: agentClient(), logging: quiet() });
+    // Just before the untaint everything else is done: the agent must still be not ready, naming the taint.
+    let beforeUntaint: { ready: boolean; unmet: string[]; tainted: boolean } | undefined;
+    const agent: Agent = new Agent({
+      config: await node.config({ NODE_READINESS_TAINT: 'true' }), client: agentClient(), logging: quiet(),
+      beforeUntaint: async () => {
+        beforeUntaint = { ready: agent.readiness.ready, unmet: agent.readiness.unmet(), tainted: ours(await adminClient().core.readNode({ name: node.name })) };
+      },
+    });
     cleanups.push(() => agent.stop({ cleanup: true }));
     const record = (n: V1Node) => history.push({ tainted: ours(n), ready: agent.readiness.unmet().length === 0 });
     watch.on('add', record);
@@ -77,6 +84,10 @@ describeKube('podwire agent: node readiness taint', () => {
       return true;
     });
     await agent.start();
+    expect(beforeUntaint).toEqual({ ready: false, unmet: ['nodeUntainted'], tainted: true });
+    // start() resolves ready, and ready means the API server already has the Node untainted.
+    expect(agent.readiness.ready).toBe(true);
+    expect(ours(await adminClient().core.readNode({ name: node.name }))).toBe(false);
     await until('untainted', () => !ours(watch.get(node.name)));
     // Tainted while not ready, never tainted once ready.
     expect(history.some((h) => h.tainted && !h.ready)).toBe(true);

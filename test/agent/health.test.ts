@@ -21,9 +21,10 @@ describe('Readiness', () => {
   it('is ready only with every condition, and lists the unmet ones in order', () => {
     const r = new Readiness();
     expect(r.ready).toBe(false);
-    expect(r.unmet()).toEqual(['installed', 'informersSynced', 'snapshotReconciled']);
+    expect(r.unmet()).toEqual(['installed', 'informersSynced', 'snapshotReconciled', 'nodeUntainted']);
     r.set('snapshotReconciled');
     r.set('installed');
+    r.set('nodeUntainted');
     expect(r.unmet()).toEqual(['informersSynced']);
     expect(r.ready).toBe(false);
     r.set('informersSynced');
@@ -46,7 +47,7 @@ describe('health server', () => {
     const s = await health();
     let r = await get(s, '/readyz');
     expect(r.status).toBe(503);
-    expect(r.body).toBe('not ready: installed, informersSynced, snapshotReconciled\n');
+    expect(r.body).toBe('not ready: installed, informersSynced, snapshotReconciled, nodeUntainted\n');
 
     const order = [...READINESS_CONDITIONS];
     for (const [i, c] of order.entries()) {
