@@ -1,7 +1,7 @@
 // The dataplane's ztunnel side over the ZDS server: adds go to the newest
 // ztunnel, deletes to all, and every new ztunnel gets a snapshot of the
 // dataplane's pod cache (add + netns fd, or keep when no netns is known).
-import { ZdsServer, type ZdsAckEvent, type ZdsPod, type ZdsServerOptions } from '../zds/server.js';
+import { ZdsServer, type ZdsAckEvent, type ZdsConnectionInfo, type ZdsNackEvent, type ZdsPod, type ZdsServerOptions } from '../zds/server.js';
 import type { Netns } from '../net/netns/netns.js';
 import type { PodInfo, ZtunnelSink } from './types.js';
 import type { CacheEntry } from './pod-cache.js';
@@ -12,7 +12,12 @@ export function workloadOf(pod: PodInfo): { uid: string; workloadInfo: { name: s
 
 export class ZdsZtunnel implements ZtunnelSink {
   readonly server: ZdsServer;
-  private readonly acked = new Set<string>();
+  /**
+   * Which connections hold each pod: an ack counts for the connection that
+   * gave it, and only while it lives. A nack, a del or that connection's
+   * disconnect drops it; a new ztunnel's snapshot ack re-establishes it.
+   */
+  private readonly acked = new Map<string, Set<number>>();
 
   /** `snapshot` is read whenever a ztunnel connects (the dataplane's cache). */
   constructor(opts: Omit<ZdsServerOptions, 'provider'>, snapshot: () => CacheEntry[]) {
@@ -23,9 +28,31 @@ export class ZdsZtunnel implements ZtunnelSink {
       },
     });
     // Snapshot adds count too: after an agent restart every pod reaches ztunnel that way.
+    // (The server emits an add's ack before podAdded resolves, so podAdded needs no bookkeeping of its own.)
     this.server.on('ack', (e: ZdsAckEvent) => {
-      if (e.type === 'add' && e.uid !== undefined) this.acked.add(e.uid);
+      if (e.uid === undefined) return;
+      if (e.type === 'add') this.hold(e.uid, e.connection);
+      else if (e.type === 'del') this.drop(e.uid, e.connection);
     });
+    this.server.on('nack', (e: ZdsNackEvent) => {
+      if (e.type === 'add' && e.uid !== undefined) this.drop(e.uid, e.connection);
+    });
+    this.server.on('disconnect', (info: ZdsConnectionInfo) => {
+      for (const uid of [...this.acked.keys()]) this.drop(uid, info.id);
+    });
+  }
+
+  private hold(uid: string, connection: number): void {
+    let conns = this.acked.get(uid);
+    if (!conns) this.acked.set(uid, (conns = new Set()));
+    conns.add(connection);
+  }
+
+  private drop(uid: string, connection: number): void {
+    const conns = this.acked.get(uid);
+    if (!conns) return;
+    conns.delete(connection);
+    if (conns.size === 0) this.acked.delete(uid);
   }
 
   /** Whether any ztunnel is connected (a pod can be handed over at all). */
@@ -40,7 +67,6 @@ export class ZdsZtunnel implements ZtunnelSink {
 
   async podAdded(pod: PodInfo, ns: Netns): Promise<void> {
     await this.server.podAdded(workloadOf(pod), ns);
-    this.acked.add(pod.uid);
   }
 
   async podDeleted(uid: string): Promise<void> {
@@ -48,9 +74,9 @@ export class ZdsZtunnel implements ZtunnelSink {
     await this.server.podDeleted(uid);
   }
 
-  /** Acked by a live connection (as far as this agent saw). */
+  /** Acked by a connection that is still up (and has not refused or deleted it since). */
   knows(uid: string): boolean {
-    return this.acked.has(uid) && this.server.connectionCount > 0;
+    return this.acked.has(uid);
   }
 
   close(): Promise<void> {
