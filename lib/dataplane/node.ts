@@ -33,6 +33,10 @@ export interface NodeDataplaneOptions extends NodeRedirectSettings {
   kubeletUid?: number;
   /** Start serving ZDS at once (default true); the agent listens only after its startup snapshot. */
   listen?: boolean;
+  /** The host's /proc (the agent's hostProcRoot): its `1/ns/net` is never accepted as a pod netns (nor `host`, nor the agent's own). */
+  hostProcRoot?: string;
+  /** The ZDS server's ack timeout (ms, default 5000). */
+  zdsAckTimeoutMs?: number;
   /** Substitute for the ZDS server (tests). */
   ztunnel?: ZtunnelSink;
   warn?: (message: string) => void;
@@ -45,6 +49,7 @@ function zdsOptions(opts: NodeDataplaneOptions): Omit<ZdsServerOptions, 'provide
     ...(opts.zdsPath ? { path: opts.zdsPath } : {}),
     ...(opts.zdsMode !== undefined ? { mode: opts.zdsMode } : {}),
     ...(opts.zdsAllowedUids !== undefined ? { allowedUids: opts.zdsAllowedUids } : {}),
+    ...(opts.zdsAckTimeoutMs !== undefined ? { ackTimeoutMs: opts.zdsAckTimeoutMs } : {}),
     ...(warn ? { warn: (err: Error) => warn(`ztunnel server: ${err.message}`) } : {}),
   };
 }
@@ -67,7 +72,11 @@ export class NodeDataplane {
     });
     let dp: Dataplane | undefined;
     this.zds = opts.ztunnel ? undefined : new ZdsZtunnel(zdsOptions(opts), () => dp?.snapshot() ?? []);
-    dp = new Dataplane({ rules: this.rules, ztunnel: opts.ztunnel ?? this.zds!, probes, ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}), ...(opts.warn ? { warn: opts.warn } : {}) });
+    dp = new Dataplane({
+      rules: this.rules, ztunnel: opts.ztunnel ?? this.zds!, probes, hostNetns: opts.host.id,
+      ...(opts.hostProcRoot !== undefined ? { hostProcRoot: opts.hostProcRoot } : {}),
+      ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}), ...(opts.warn ? { warn: opts.warn } : {}),
+    });
     this.dataplane = dp;
   }
 
