@@ -4,10 +4,13 @@
 // different pods run concurrently, reconcile at most `concurrency` at once.
 // Per-pod state is transactional: after a failure the pod is either still
 // fully enrolled and cached as before, or fully removed; a failed unenroll
-// keeps the entry so that a retry can finish it.
+// keeps the entry so that a retry can finish it. An enrollment the caller
+// aborts stops at the next step boundary and undoes what it did. No pod is
+// ever enrolled in the node's own netns (the host's or the agent's).
 import { statSync } from 'node:fs';
 import { constants as osc } from 'node:os';
-import { EnrollError } from './errors.js';
+import { join } from 'node:path';
+import { EnrollError, ERR_ENROLL_ABORTED, ERR_NETNS_IS_HOST, OperationAbortedError, type EnrollStage } from './errors.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { mapLimit } from '../util/limit.js';
 import { NetnsRef } from './netns-ref.js';
@@ -15,6 +18,7 @@ import { NetError } from '../net/errors.js';
 import { PodCache, type CacheEntry } from './pod-cache.js';
 import { InvalidPodError, validatePod } from './pod-info.js';
 import { canonicalIp, ProbeIndex } from './probe-index.js';
+import type { NetnsId } from '../net/netns/netns.js';
 import type { DriftReport, PodInfo, ProbeEntry, ProbeSet, RuleBackend, ZtunnelSink } from './types.js';
 
 /** Pods reconciled at once by default: each holds a netns fd and a job thread while it runs. */
@@ -29,11 +33,54 @@ export interface DataplaneOptions {
   concurrency?: number;
   /** Warnings that need no action from the caller (foreign probe entries, ...). */
   warn?: (message: string) => void;
+  /** The node's netns (the host's): never accepted as a pod's. The agent's own is refused in any case. */
+  hostNetns?: NetnsId;
+  /** The host's /proc (the agent's hostProcRoot): its `1/ns/net` is refused as a pod netns too. */
+  hostProcRoot?: string;
+}
+
+export interface EnrollOptions {
+  /** The pod's netns; absent → the cached one. */
+  netnsPath?: string;
+  /**
+   * The caller's deadline (the CNI ADD's). When it fires, the enrollment
+   * stops at the next step boundary (an unanswered ZDS add is not waited
+   * for), undoes what it did and rejects with EnrollError ERR_ENROLL_ABORTED
+   * (retryable). A pod that was already enrolled in this same netns stays
+   * enrolled as it was; any other is taken out wholly (its rules in the new
+   * netns, a ZDS del, its probe-set entries, its cache entry).
+   */
+  signal?: AbortSignal;
+  /**
+   * Do nothing when, by the time the pod's lock is held, the pod is
+   * enrolled with a netns (a re-enrollment by the drift check must not
+   * replace a sandbox the CNI ADD enrolled meanwhile).
+   */
+  ifUnheld?: boolean;
+}
+
+export interface UnenrollOptions {
+  /** The pod is gone: its in-pod rules are not touched. */
+  podDeleted: boolean;
+  /**
+   * Checked between steps: once it fired, the unenroll stops with
+   * OperationAbortedError and the entry stays (leaving), so the next attempt
+   * finishes the job.
+   */
+  signal?: AbortSignal;
+}
+
+export interface UnenrollResult {
+  rulesRemoved: boolean;
+  /** The dataplane had an entry for the pod (enrolled, placeholder or half-removed). */
+  held: boolean;
 }
 
 export interface EnrollResult {
   uid: string;
   netnsIno: number;
+  /** `ifUnheld` and the pod was enrolled already: nothing was done. */
+  skipped?: boolean;
 }
 
 export interface ReconcileItem {
@@ -74,11 +121,45 @@ export interface DriftRepair {
   checked: boolean;
   /** What differed (as verify reports it). */
   drift: string[];
-  /** What was put right: 'rules', 'probe-set', 'ztunnel'. */
-  repaired: Array<'rules' | 'probe-set' | 'ztunnel'>;
+  /** What was put right: 'rules', 'probe-set', 'ztunnel', or the whole 'enrollment' (a pod the dataplane did not hold). */
+  repaired: DriftPart[];
   /** What could not be put right, with the reason. */
-  failed: Array<{ part: 'rules' | 'probe-set' | 'ztunnel'; error: string }>;
+  failed: Array<{ part: DriftPart; error: string }>;
 }
+
+export type DriftPart = 'rules' | 'probe-set' | 'ztunnel' | 'enrollment';
+
+/** Thrown inside an enrollment when its signal fired (never leaves this module). */
+const ABORTED = Symbol('aborted');
+
+/** p, or a rejection with ABORTED as soon as the signal fires (p is still settled quietly). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(ABORTED);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    p.then((v) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(v);
+    }, (err: unknown) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+  });
+}
+
+/** (dev, ino) of an nsfs path, or undefined when it cannot be read. */
+function nsIdAt(path: string): NetnsId | undefined {
+  try {
+    const st = statSync(path);
+    return { dev: st.dev, ino: st.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+const sameId = (a: NetnsId | undefined, b: NetnsId) => a !== undefined && a.dev === b.dev && a.ino === b.ino;
 
 export class Dataplane {
   readonly cache = new PodCache();
@@ -110,24 +191,44 @@ export class Dataplane {
    * nothing written), `netns` and `rules` (a new pod leaves no trace; an
    * enrolled pod stays enrolled as it was), `ztunnel` and `probe-set`
    * (retryable: the pod stays cached with its netns, the next ztunnel
-   * snapshot delivers it).
+   * snapshot delivers it); `netns` with code ERR_NETNS_IS_HOST (the node's
+   * own netns: refused before anything is written); ERR_ENROLL_ABORTED
+   * (retryable: `signal` fired, see EnrollOptions).
    */
-  enroll(pod: PodInfo, opts: { netnsPath?: string } = {}): Promise<EnrollResult> {
+  enroll(pod: PodInfo, opts: EnrollOptions = {}): Promise<EnrollResult> {
     try {
       validatePod(pod);
     } catch (err) {
       return Promise.reject(new EnrollError(uidOf(pod), 'input', false, err));
     }
-    return this.track(pod.uid, () => this.enrollLocked(pod, opts.netnsPath));
+    const { signal } = opts;
+    if (signal?.aborted) return Promise.reject(abortedError(pod.uid, 'netns', signal));
+    return this.track(pod.uid, () => this.enrollLocked(pod, opts.netnsPath, signal, opts.ifUnheld === true));
   }
 
-  private async enrollLocked(pod: PodInfo, netnsPath: string | undefined): Promise<EnrollResult> {
+  private async enrollLocked(pod: PodInfo, netnsPath: string | undefined, signal: AbortSignal | undefined, ifUnheld: boolean): Promise<EnrollResult> {
+    if (signal?.aborted) throw abortedError(pod.uid, 'netns', signal);  // while waiting for the pod's lock: nothing done
+    const prior = this.cache.get(pod.uid);
+    if (ifUnheld && prior?.netns && !prior.netns.released && !prior.leaving) return { uid: pod.uid, netnsIno: prior.netns.ino, skipped: true };
+    const priorRef = prior?.netns && !prior.netns.released && !prior.leaving ? prior.netns : undefined;
+    const priorIps = prior?.pod.ips ?? [];
     const { ref } = await this.establish(pod, netnsPath, 'apply');
+    // Enrolled in this very netns before the call: every step is a re-application, an abort undoes nothing.
+    const keep = ref === priorRef;
+    let zdsSent = false;
+    const abort = async (stage: EnrollStage): Promise<never> => {
+      if (!keep) await this.undoEnroll(pod, ref, { zds: zdsSent || prior !== undefined, ips: [...pod.ips, ...priorIps] });
+      throw abortedError(pod.uid, stage, signal!);
+    };
+    if (signal?.aborted) await abort('rules');
     try {
-      await ref.use((ns) => this.opts.ztunnel.podAdded(pod, ns));
+      zdsSent = true;
+      await untilAborted(ref.use((ns) => this.opts.ztunnel.podAdded(pod, ns)), signal);
     } catch (err) {
+      if (err === ABORTED) await abort('ztunnel');
       throw new EnrollError(pod.uid, 'ztunnel', true, err);
     }
+    if (signal?.aborted) await abort('ztunnel');
     try {
       await this.probes.upsert(pod.ips, pod.uid, { force: true });
       await this.probes.retain(pod.uid, pod.ips);  // IPs the pod no longer has
@@ -135,6 +236,42 @@ export class Dataplane {
       throw new EnrollError(pod.uid, 'probe-set', true, err);
     }
     return { uid: pod.uid, netnsIno: ref.ino };
+  }
+
+  /**
+   * Takes an aborted enrollment out wholly, in upstream's removal order: out
+   * of the cache first (a ztunnel connecting now is not given the pod), the
+   * rules in its netns, a ZDS del (queued behind an unanswered add on the same
+   * connection; a connection that fails meanwhile is closed, and its ztunnel's
+   * next snapshot no longer has the pod), its probe-set entries. A step that
+   * fails leaves the entry marked leaving, for an unenroll or the next ADD.
+   */
+  private async undoEnroll(pod: PodInfo, ref: NetnsRef, opts: { zds: boolean; ips: string[] }): Promise<void> {
+    const entry = this.cache.get(pod.uid);
+    if (entry) entry.leaving = true;
+    let clean = true;
+    const step = async (what: string, fn: () => Promise<unknown>) => {
+      try {
+        await fn();
+      } catch (err) {
+        clean = false;
+        this.warn(`pod ${pod.uid}: undoing an aborted enrollment: ${what}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    };
+    await step('in-pod rules', () => ref.use((ns) => this.opts.rules.remove(ns, pod)));
+    if (opts.zds) {
+      try {
+        await this.opts.ztunnel.podDeleted(pod.uid);
+      } catch (err) {
+        // Only transport failures get here: those connections are closed, their ztunnel re-syncs from the cache.
+        this.warn(`pod ${pod.uid}: undoing an aborted enrollment: ZDS del: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    await step('probe set', async () => {
+      const { foreign } = await this.probes.removeOwned(opts.ips, pod.uid);
+      for (const f of foreign) this.warn(`probe set: ${f.ip} belongs to pod ${f.uid}, not ${pod.uid}; left in place`);
+    });
+    if (clean && this.cache.get(pod.uid) === entry) this.cache.take(pod.uid)?.netns?.release();
   }
 
   /**
@@ -153,6 +290,11 @@ export class Dataplane {
     try {
       if (netnsPath !== undefined) {
         const opened = NetnsRef.open(netnsPath);
+        const node = this.nodeNetns(opened.ns.id);
+        if (node) {
+          opened.release();
+          throw Object.assign(new Error(`${netnsPath} is the ${node} netns, not a pod's`), { code: ERR_NETNS_IS_HOST });
+        }
         if (cached && cached.sameNetns(opened)) {
           opened.release();
           ref = cached;
@@ -192,32 +334,55 @@ export class Dataplane {
   }
 
   /**
+   * Which of the node's own netns `id` is ('agent' / 'host'), if any. Read at
+   * every open (two stats): a pod netns is never programmed on the strength
+   * of an identity read earlier.
+   */
+  private nodeNetns(id: NetnsId): 'agent\'s own' | 'host' | undefined {
+    if (sameId(nsIdAt('/proc/self/ns/net'), id)) return 'agent\'s own';
+    if (this.opts.hostNetns && sameId(this.opts.hostNetns, id)) return 'host';
+    if (this.opts.hostProcRoot !== undefined && sameId(nsIdAt(join(this.opts.hostProcRoot, '1/ns/net')), id)) return 'host';
+    return undefined;
+  }
+
+  /**
    * Takes a pod out of the mesh: the in-pod rules (only if the pod still
    * runs), a ZDS delete to every ztunnel, the probe-set entries it owns,
    * then the cache entry, whose netns fd is released exactly once. The
    * entry stays (marked leaving, not offered to new ztunnels) until every
-   * step succeeded, so a retry after a failure can finish the job.
+   * step succeeded, so a retry after a failure (or an abort between steps:
+   * OperationAbortedError) can finish the job.
    */
-  unenroll(pod: PodInfo, opts: { podDeleted: boolean }): Promise<{ rulesRemoved: boolean }> {
+  unenroll(pod: PodInfo, opts: UnenrollOptions): Promise<UnenrollResult> {
     if (typeof pod?.uid !== 'string' || pod.uid.length === 0 || !Array.isArray(pod.ips))
       return Promise.reject(new InvalidPodError('uid', 'unenroll needs the pod UID and its IPs'));
+    const { signal } = opts;
     return this.track(pod.uid, async () => {
+      const done: string[] = [];
+      const boundary = () => {
+        if (signal?.aborted) throw new OperationAbortedError(pod.uid, 'unenroll', done);
+      };
+      boundary();
       const entry = this.cache.get(pod.uid);
       if (entry) entry.leaving = true;
       let rulesRemoved = false;
       if (!opts.podDeleted) {
-        if (entry?.netns) {
+        if (entry?.netns && !entry.netns.released) {
           await entry.netns.use((ns) => this.opts.rules.remove(ns, entry.pod));
           rulesRemoved = true;
+          done.push('rules');
+          boundary();
         } else {
           this.warn(`pod ${pod.uid}: no cached netns, in-pod rules not removed`);
         }
       }
       await this.opts.ztunnel.podDeleted(pod.uid);
+      done.push('ztunnel');
+      boundary();
       const { foreign } = await this.probes.removeOwned([...pod.ips, ...(entry?.pod.ips ?? [])], pod.uid);
       for (const f of foreign) this.warn(`probe set: ${f.ip} belongs to pod ${f.uid}, not ${pod.uid}; left in place`);
       this.cache.take(pod.uid)?.netns?.release();
-      return { rulesRemoved };
+      return { rulesRemoved, held: entry !== undefined };
     });
   }
 
@@ -364,7 +529,7 @@ export class Dataplane {
     if (!entry || entry.leaving || !ref || ref.released) return out;
     out.checked = true;
     const { pod } = entry;
-    const attempt = async (part: DriftRepair['repaired'][number], fn: () => Promise<unknown>) => {
+    const attempt = async (part: DriftPart, fn: () => Promise<unknown>) => {
       try {
         await fn();
         out.repaired.push(part);
@@ -405,6 +570,12 @@ export class Dataplane {
     op.then(done, done);
     return op;
   }
+}
+
+/** The rejection of an enrollment whose signal fired. */
+function abortedError(uid: string, stage: EnrollStage, signal: AbortSignal): EnrollError {
+  const reason: unknown = signal.reason;
+  return new EnrollError(uid, stage, true, reason instanceof Error ? reason : new Error('aborted by the caller'), ERR_ENROLL_ABORTED);
 }
 
 /** The UID of a pod whose info may be invalid, for error reports. */
