@@ -5,7 +5,10 @@
 // `ambient.istio.io/redirection: enabled`, unenroll + remove the annotation,
 // or unenroll a deleted pod. Enrollment failures become a Warning Event on the
 // pod; retryable ones are retried with the queue's rate limiter (and the pod
-// is annotated `pending`), non-retryable ones are dropped.
+// is annotated `pending`), non-retryable ones are dropped. The CNI path comes
+// here too: addPodToMesh (ADD, with its deadline) and removePodFromMesh (DEL,
+// GC, queued DELs), which takes a pod out wholly: dataplane, annotation and
+// this controller's own entry.
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
@@ -15,8 +18,9 @@ import { annotatePodViaStatus } from '../kube/pods.js';
 import { namespaceInformer, podInformer } from '../kube/resources.js';
 import { REDIRECTION_ANNOTATION } from '../mesh/constants.js';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
-import { EnrollError } from '../dataplane/errors.js';
+import { EnrollError, ERR_ENROLL_ABORTED, isEnrollAborted, OperationAbortedError } from '../dataplane/errors.js';
 import type { PodInfo } from '../dataplane/types.js';
+import { KeyedLock } from '../util/keyed-lock.js';
 import { NonRetryable, WorkQueue, type DropReason } from './work-queue.js';
 
 export { REDIRECTION_ANNOTATION };
@@ -24,8 +28,17 @@ export const EVENT_COMPONENT = 'istio-cni-node';
 
 /** What the controller needs of the dataplane (lib/dataplane Dataplane satisfies it). */
 export interface DataplaneLike {
-  enroll(pod: PodInfo, opts?: { netnsPath?: string }): Promise<unknown>;
-  unenroll(pod: PodInfo, opts: { podDeleted: boolean }): Promise<unknown>;
+  /**
+   * Dataplane.enroll: `signal` aborts it (EnrollError ERR_ENROLL_ABORTED,
+   * what it did undone); `ifUnheld` makes it a no-op when the pod is
+   * enrolled with a netns by the time it runs (a drift re-enrollment must not
+   * replace a sandbox the CNI ADD just enrolled).
+   */
+  enroll(pod: PodInfo, opts?: { netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }): Promise<unknown>;
+  /** Dataplane.unenroll (resolves with its UnenrollResult). */
+  unenroll(pod: PodInfo, opts: { podDeleted: boolean; signal?: AbortSignal }): Promise<unknown>;
+  /** Any entry the dataplane has for the UID (also a placeholder or a half-removed one), for a removal. */
+  held?(uid: string): PodInfo | undefined;
   /**
    * The pod as the dataplane holds it, if it is enrolled with a netns (by the
    * CNI path, the startup snapshot or this controller): such a pod is not
@@ -58,6 +71,38 @@ export interface ControllerStats {
   unenrolled: number;
   deleted: number;
   enrollFailures: number;
+  /** Pods removePodFromMesh took out (CNI DEL, GC, queued DEL). */
+  removed: number;
+}
+
+/** Why the CNI path takes a pod out of the mesh. */
+export type MeshRemovalReason = 'cni-del' | 'cni-gc' | 'queued-del';
+const REMOVAL_REASONS: ReadonlySet<string> = new Set<MeshRemovalReason>(['cni-del', 'cni-gc', 'queued-del']);
+
+/** What removePodFromMesh did. */
+export interface MeshRemoval {
+  uid: string;
+  /** The dataplane was told to take the pod out (this call or an earlier, interrupted one). */
+  unenrolled: boolean;
+  /** The dataplane had an entry for the pod. */
+  held: boolean;
+  /** The in-pod rules were removed (the dataplane held the pod's netns). */
+  rulesRemoved: boolean;
+  /**
+   * The redirection annotation: 'cleared' (patched off), 'none' (the pod had
+   * none), 'gone' (no such pod in the informer cache), 'other-pod' (the name
+   * now belongs to another UID: left alone).
+   */
+  annotation: 'cleared' | 'none' | 'gone' | 'other-pod';
+}
+
+/** What reenroll found and did. */
+export type ReenrollOutcome = 'enrolled' | 'held' | 'no-netns' | 'not-selected';
+
+/** A removal that got past the dataplane but not past the annotation: the next attempt starts there. */
+interface Removal {
+  info: PodInfo;
+  dataplane?: { held: boolean; rulesRemoved: boolean };
 }
 
 /** status.podIPs, else status.podIP. */
@@ -83,7 +128,7 @@ export class AmbientController {
   readonly pods: Informer<V1Pod>;
   readonly namespaces: Informer<V1Namespace>;
   readonly queue: WorkQueue<string>;
-  readonly stats: ControllerStats = { enrolled: 0, unenrolled: 0, deleted: 0, enrollFailures: 0 };
+  readonly stats: ControllerStats = { enrolled: 0, unenrolled: 0, deleted: 0, enrollFailures: 0, removed: 0 };
   private readonly opts: AmbientControllerOptions;
   private readonly log: NonNullable<AmbientControllerOptions['log']>;
   /** Pods this controller enrolled, by UID, with what it enrolled them with (their IPs for removal). */
@@ -92,6 +137,10 @@ export class AmbientController {
   private readonly gone = new Map<string, V1Pod>();
   /** The stage of the last Warning Event per pod UID, so a retry loop does not emit one per attempt. */
   private readonly warned = new Map<string, string>();
+  /** Removals not finished yet, by UID (see removePodFromMesh). */
+  private readonly removing = new Map<string, Removal>();
+  /** One removal per UID at a time. */
+  private readonly removals = new KeyedLock();
   private readonly unsubscribe: Array<() => void> = [];
   private ready = false;
   private started = false;
@@ -240,7 +289,9 @@ export class AmbientController {
     // Informer path: only running pods with IPs (new pods come through the CNI plugin).
     const ips = podIps(pod);
     if (pod.status?.phase !== 'Running' || ips.length === 0) return;
-    if (known && annotation === 'enabled' && sameSet(known.ips, ips)) return;
+    // Nothing to do only while the dataplane still holds the pod (when it can tell): someone else may have taken it out.
+    const held = this.opts.dataplane.enrolled ? this.opts.dataplane.enrolled(uid) : known;
+    if (held && annotation === 'enabled' && sameSet(held.ips, ips)) return;
 
     const netnsPath = await this.opts.resolveNetns(pod);
     try {
@@ -258,16 +309,47 @@ export class AmbientController {
    * (the dataplane keeps the pod cached; the next ztunnel snapshot delivers
    * it) the annotation `pending`; then rejects with the dataplane's error.
    * Both the CNI endpoint and the work queue come here.
+   *
+   * `signal` (the CNI ADD's deadline) cancels the enrollment: it stops at the
+   * next step boundary, what it did is undone (rules, ZDS add → del, probe
+   * entries, cache entry; the annotation is the last step, so it is never
+   * left set) and it rejects with EnrollError ERR_ENROLL_ABORTED
+   * (retryable), with no Event and no `pending` annotation. A pod the
+   * dataplane already held in the same netns stays enrolled as it was.
    */
-  async addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined): Promise<void> {
+  async addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.enrollPod(pod, ips, netnsPath, opts);
+  }
+
+  /** addPodToMesh; resolves false when `ifUnheld` found the pod enrolled already (annotated all the same). */
+  private async enrollPod(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts: { signal?: AbortSignal; ifUnheld?: boolean }): Promise<boolean> {
     const key = keyOf(pod);
     const uid = pod.metadata?.uid ?? '';
     const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
     const known = this.known(uid);
+    const heldBefore = this.opts.dataplane.enrolled?.(uid) !== undefined;
     const info = podInfoOf(pod, ips);
+    const { signal } = opts;
+    let skipped = false;
     try {
-      await this.opts.dataplane.enroll(info, netnsPath !== undefined ? { netnsPath } : {});
+      const r = await this.opts.dataplane.enroll(info, {
+        ...(netnsPath !== undefined ? { netnsPath } : {}), ...(signal ? { signal } : {}), ...(opts.ifUnheld ? { ifUnheld: true } : {}),
+      });
+      skipped = (r as { skipped?: unknown } | undefined)?.skipped === true;
+      // The deadline fired while the dataplane finished: undo it rather than annotate a pod the runtime will ADD again.
+      if (signal?.aborted && !heldBefore) {
+        // A failed undo keeps the dataplane's entry (leaving): the next ADD, DEL or GC finishes it.
+        await this.opts.dataplane.unenroll(info, { podDeleted: false })
+          .catch((err: unknown) => this.log('warn', `ambient: undoing an aborted enrollment: ${(err as Error)?.message ?? err}`, { pod: key, error: err }));
+        throw new EnrollError(uid, 'probe-set', true, signal.reason instanceof Error ? signal.reason : new Error('aborted by the caller'), ERR_ENROLL_ABORTED);
+      }
     } catch (err) {
+      if (isEnrollAborted(err)) {
+        // Cancelled, not failed: the caller retries; the dataplane undid its part.
+        if (!heldBefore) this.enrolled.delete(uid);
+        this.log('info', `ambient: enrollment aborted at stage ${err.stage}`, { pod: key, error: err });
+        throw err;
+      }
       this.stats.enrollFailures++;
       const stage = err instanceof EnrollError ? err.stage : 'unknown';
       const retryable = err instanceof EnrollError ? err.retryable : true;
@@ -284,9 +366,116 @@ export class AmbientController {
     }
     this.enrolled.set(uid, info);
     this.warned.delete(uid);
-    this.stats.enrolled++;
-    this.log('info', known ? 'ambient: pod re-enrolled' : 'ambient: pod enrolled', { pod: key });
+    if (!skipped) {
+      this.stats.enrolled++;
+      this.log('info', known ? 'ambient: pod re-enrolled' : 'ambient: pod enrolled', { pod: key });
+    }
     if (annotation !== 'enabled') await this.setAnnotation(pod, 'enabled', true);
+    return !skipped;
+  }
+
+  /**
+   * Takes a pod out of the mesh for the CNI path (DEL of the sandbox the
+   * dataplane enrolled, GC, a DEL queued while the agent was down), wholly
+   * or so that the next call finishes it: the dataplane (in-pod rules when
+   * it holds the pod's netns, ZDS del to every ztunnel, the probe-set
+   * entries, its cache entry; a half-done unenroll keeps its entry), this
+   * controller's enrolled/pending entry, then the redirection annotation,
+   * removed as the controller's own unenroll does (only on the pod with this
+   * UID). A step that fails (or `signal` firing between steps:
+   * OperationAbortedError) rejects and is remembered; calling again resumes
+   * after the last step that succeeded. A UID nothing knows as meshed (no
+   * dataplane or controller entry, no `enabled`/`pending` annotation) is
+   * left alone: no ZDS traffic for pods that were never in the mesh.
+   * Serialised per UID.
+   */
+  removePodFromMesh(uid: string, opts: { reason: MeshRemovalReason; signal?: AbortSignal }): Promise<MeshRemoval> {
+    if (typeof uid !== 'string' || uid.length === 0) return Promise.reject(new TypeError('removePodFromMesh: uid must be a non-empty string'));
+    if (!REMOVAL_REASONS.has(opts?.reason)) return Promise.reject(new TypeError(`removePodFromMesh: reason must be one of ${[...REMOVAL_REASONS].join(', ')}`));
+    return this.removals.run(uid, () => this.removeLocked(uid, opts.reason, opts.signal));
+  }
+
+  private async removeLocked(uid: string, reason: MeshRemovalReason, signal: AbortSignal | undefined): Promise<MeshRemoval> {
+    const done: string[] = [];
+    const boundary = () => {
+      if (signal?.aborted) throw new OperationAbortedError(uid, 'remove', done);
+    };
+    boundary();
+    let removal = this.removing.get(uid);
+    const info = removal?.info ?? this.enrolled.get(uid) ?? this.opts.dataplane.held?.(uid) ?? this.opts.dataplane.enrolled?.(uid);
+    const pod = this.podByUid(uid, info);
+    const annotation = pod?.metadata?.annotations?.[REDIRECTION_ANNOTATION];
+    const meshed = info ?? (pod && (annotation === 'enabled' || annotation === 'pending') ? podInfoOf(pod) : undefined);
+    const out: MeshRemoval = { uid, unenrolled: false, held: false, rulesRemoved: false, annotation: pod ? 'none' : 'gone' };
+    if (!meshed) return out;
+    if (!removal) this.removing.set(uid, removal = { info: meshed });
+    if (!removal.dataplane) {
+      const r = (await this.opts.dataplane.unenroll(meshed, { podDeleted: false, ...(signal ? { signal } : {}) })) as { held?: boolean; rulesRemoved?: boolean } | undefined;
+      removal.dataplane = { held: r?.held ?? true, rulesRemoved: r?.rulesRemoved ?? false };
+    }
+    out.unenrolled = true;
+    out.held = removal.dataplane.held;
+    out.rulesRemoved = removal.dataplane.rulesRemoved;
+    done.push('dataplane');
+    this.enrolled.delete(uid);
+    this.warned.delete(uid);
+    boundary();
+    if (!pod) {
+      out.annotation = this.pods.get(meshed.name, meshed.namespace) ? 'other-pod' : 'gone';
+    } else if (annotation !== undefined) {
+      await this.setAnnotation(pod, null, true, signal);
+      out.annotation = 'cleared';
+    }
+    this.removing.delete(uid);
+    this.stats.removed++;
+    this.log('info', `ambient: pod removed from the mesh (${reason})`, { pod: pod ? keyOf(pod) : `${meshed.namespace}/${meshed.name}` });
+    return out;
+  }
+
+  /** The cached pod with this UID (looked up by name when the dataplane or controller knows it). */
+  private podByUid(uid: string, info: PodInfo | undefined): V1Pod | undefined {
+    if (info?.name && info.namespace) {
+      const p = this.pods.get(info.name, info.namespace);
+      return p?.metadata?.uid === uid ? p : undefined;
+    }
+    return this.pods.list().find((p) => p.metadata?.uid === uid);
+  }
+
+  /**
+   * Running pods with IPs that the policy selects (whatever their
+   * annotation), that no queued work is pending for, and that the dataplane
+   * does not hold with a netns: out of the mesh although they should be in
+   * it (the drift check re-enrolls them). Empty before run() and when the
+   * dataplane cannot tell (no `enrolled`).
+   */
+  unheldPods(): V1Pod[] {
+    const enrolled = this.opts.dataplane.enrolled;
+    if (!enrolled || !this.ready) return [];
+    return this.pods.list().filter((p) => {
+      const uid = p.metadata?.uid;
+      if (!uid || p.status?.phase !== 'Running' || podIps(p).length === 0) return false;
+      if (this.busy(p) || this.removing.has(uid) || enrolled.call(this.opts.dataplane, uid) !== undefined) return false;
+      return this.selects(p);
+    });
+  }
+
+  /**
+   * Puts an unheld pod back (as the informer path would: netns resolved,
+   * enrolled, annotated), after checking again that the cached pod with this
+   * UID is Running and selected and the dataplane does not hold it; the
+   * dataplane re-checks under the pod's lock, so a sandbox the CNI ADD
+   * enrolled meanwhile is never replaced. 'no-netns': the netns was not
+   * found, nothing was done. Rejects as addPodToMesh does.
+   */
+  async reenroll(pod: V1Pod, opts: { signal?: AbortSignal } = {}): Promise<ReenrollOutcome> {
+    const uid = pod.metadata?.uid ?? '';
+    const current = this.pods.get(pod.metadata?.name ?? '', pod.metadata?.namespace ?? '');
+    const ips = current ? podIps(current) : [];
+    if (!current || !uid || current.metadata?.uid !== uid || current.status?.phase !== 'Running' || ips.length === 0 || !this.selects(current)) return 'not-selected';
+    if (this.opts.dataplane.enrolled?.(uid) !== undefined) return 'held';
+    const netnsPath = await this.opts.resolveNetns(current);
+    if (netnsPath === undefined) return 'no-netns';
+    return (await this.enrollPod(current, ips, netnsPath, { ...opts, ifUnheld: true })) ? 'enrolled' : 'held';
   }
 
   /** Spec §5.4 Delete: the pod from the event; removed if enrolled, pending or selected. */
@@ -314,10 +503,10 @@ export class AmbientController {
     this.log('info', 'ambient: deleted pod removed from the mesh', { pod: keyOf(pod) });
   }
 
-  private async setAnnotation(pod: V1Pod, value: 'enabled' | 'pending' | null, mustSucceed: boolean): Promise<void> {
+  private async setAnnotation(pod: V1Pod, value: 'enabled' | 'pending' | null, mustSucceed: boolean, signal?: AbortSignal): Promise<void> {
     const ref = { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
     try {
-      await annotatePodViaStatus(this.opts.client, ref, { annotations: { [REDIRECTION_ANNOTATION]: value } });
+      await annotatePodViaStatus(this.opts.client, ref, { annotations: { [REDIRECTION_ANNOTATION]: value } }, signal ? { signal } : {});
     } catch (err) {
       if (isNotFound(err)) return;
       if (mustSucceed) throw err;
