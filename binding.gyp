@@ -42,7 +42,9 @@
       "conditions": [
         ["OS=='linux'", {
           "type": "executable",
-          "sources": ["native/cni-shim/main.cc", "native/cni-shim/shim_logic.cc", "native/cni-shim/shim_io.cc"],
+          "sources": ["native/cni-shim/main.cc", "native/cni-shim/json.cc", "native/cni-shim/config.cc",
+                      "native/cni-shim/http_response.cc", "native/cni-shim/cni_result.cc", "native/cni-shim/fallback.cc",
+                      "native/cni-shim/decision_file.cc", "native/cni-shim/del_queue.cc", "native/cni-shim/shim_io.cc"],
           "include_dirs": ["native"],
           "cflags_cc!": ["-fno-exceptions", "-std=gnu++17", "-std=c++17"],
           "cflags_cc": ["-std=c++20", "-fexceptions", "-Wall", "-Wextra", "-Wshadow", "-fstack-protector-strong",

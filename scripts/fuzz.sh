@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets in native/fuzz/ with clang (AddressSanitizer +
 # UBSan) and runs each for a bounded time, side by side:
 #   scripts/fuzz.sh [SECONDS=15] [TARGET...]
-#   (TARGET: nft_fuzz, nlmsg_fuzz, cni_response_fuzz, cni_config_fuzz)
+#   (TARGET: nft_fuzz, nlmsg_fuzz, cni_response_fuzz, cni_config_fuzz, cni_decision_fuzz)
 # Needs clang and its compiler-rt (Debian: clang libclang-rt-14-dev; npm run bootstrap).
 # Prints one line per target, `fuzz-result <target> ok|failed|skipped <detail>`, which
 # scripts/test.mjs counts; exits 0 when all ran clean, 2 when the toolchain is missing.
@@ -19,11 +19,12 @@ mkdir -p "$out/artifacts"
 declare -A sources=(
   [nft_fuzz]="native/nft/nft_encode.cc native/nft/nft_decode.cc"
   [nlmsg_fuzz]=""
-  [cni_response_fuzz]="native/cni-shim/shim_logic.cc"
-  [cni_config_fuzz]="native/cni-shim/shim_logic.cc"
+  [cni_response_fuzz]="native/cni-shim/http_response.cc native/cni-shim/config.cc native/cni-shim/json.cc"
+  [cni_config_fuzz]="native/cni-shim/config.cc native/cni-shim/json.cc native/cni-shim/cni_result.cc"
+  [cni_decision_fuzz]="native/cni-shim/decision_file.cc native/cni-shim/json.cc"
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(nft_fuzz nlmsg_fuzz cni_response_fuzz cni_config_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(nft_fuzz nlmsg_fuzz cni_response_fuzz cni_config_fuzz cni_decision_fuzz)
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Inative)
 
 skip_all() {

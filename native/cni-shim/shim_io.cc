@@ -65,9 +65,12 @@ struct Attempt {
   bool retry = false;  // the agent is absent or not ready: try again while the wait budget lasts
 };
 
-Attempt Unreachable(std::string detail, bool retry) {
+using Cause = AgentResult::Cause;
+
+Attempt Unreachable(Cause cause, std::string detail, bool retry) {
   Attempt a;
   a.result.kind = AgentResult::Kind::kUnreachable;
+  a.result.cause = cause;
   a.result.detail = std::move(detail);
   a.retry = retry;
   return a;
@@ -82,11 +85,11 @@ Attempt Protocol(std::string detail) {
 
 Attempt Once(const AgentCall& c) {
   UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return Unreachable(Errno("socket", errno), false);
+  if (!s.valid()) return Unreachable(Cause::kOther, Errno("socket", errno), false);
 
   sockaddr_un sun{};
   sun.sun_family = AF_UNIX;
-  if (c.socket_path.size() >= sizeof sun.sun_path) return Unreachable("socket path too long", false);
+  if (c.socket_path.size() >= sizeof sun.sun_path) return Unreachable(Cause::kOther, "socket path too long", false);
   std::memcpy(sun.sun_path, c.socket_path.data(), c.socket_path.size());
 
   // A unix connect only blocks while the listener's backlog is full; SO_SNDTIMEO bounds that wait
@@ -99,20 +102,20 @@ Attempt Once(const AgentCall& c) {
     int e = errno;
     switch (e) {
       case ENOENT:
-        return Unreachable("no socket there (connect: No such file or directory)", true);
+        return Unreachable(Cause::kNoSocket, "no socket there (connect: No such file or directory)", true);
       case ECONNREFUSED:
-        return Unreachable("nothing listening (connect: Connection refused)", true);
+        return Unreachable(Cause::kRefused, "nothing listening (connect: Connection refused)", true);
       case EAGAIN:
       case EINTR:
-        return Unreachable("connect timed out after " + std::to_string(c.connect_timeout_ms) +
+        return Unreachable(Cause::kBacklogFull, "connect timed out after " + std::to_string(c.connect_timeout_ms) +
                                " ms (the agent's backlog is full)",
                            true);
       default:
-        return Unreachable(Errno("connect", e), false);
+        return Unreachable(Cause::kOther, Errno("connect", e), false);
     }
   }
   int fl = ::fcntl(s.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(s.get(), F_SETFL, fl | O_NONBLOCK) != 0) return Unreachable(Errno("fcntl", errno), false);
+  if (fl < 0 || ::fcntl(s.get(), F_SETFL, fl | O_NONBLOCK) != 0) return Unreachable(Cause::kOther, Errno("fcntl", errno), false);
 
   const int64_t deadline = MonotonicMs() + c.timeout_ms;
   const std::string no_answer =
@@ -129,7 +132,7 @@ Attempt Once(const AgentCall& c) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int r = PollUntil(s.get(), POLLOUT, deadline);
-      if (r == 0) return Unreachable(no_answer, false);
+      if (r == 0) return Unreachable(Cause::kTimeout, no_answer, false);
       if (r < 0) return Protocol(Errno("poll", errno));
       continue;
     }
@@ -154,10 +157,15 @@ Attempt Once(const AgentCall& c) {
           return a;
         }
         case Response::Kind::kRetry:
-          return Unreachable("the agent is not ready yet (503 Service Unavailable)", true);
+          return Unreachable(Cause::kNotReady, "the agent is not ready yet (503 Service Unavailable)", true);
         case Response::Kind::kError:
-          if (buf.empty() && send_errno) {
-            return Protocol(Errno("the agent closed the connection during the request", send_errno));
+          // Closed or reset before a complete answer (what is there is a valid beginning of
+          // one): the agent went away mid-request, it did not answer wrongly.
+          if (eof && ParseResponse(buf, false, c.limits).kind == Response::Kind::kNeedMore) {
+            std::string how = buf.empty() ? (send_errno ? Errno("while sending the request", send_errno)
+                                                        : std::string("before answering"))
+                                          : "after " + std::to_string(buf.size()) + " bytes of the answer (" + r.error + ")";
+            return Unreachable(Cause::kGone, "the agent closed the connection " + how, true);
           }
           return Protocol(r.error);
         case Response::Kind::kNeedMore:
@@ -166,7 +174,7 @@ Attempt Once(const AgentCall& c) {
       }
     }
     int p = PollUntil(s.get(), POLLIN, deadline);
-    if (p == 0) return Unreachable(no_answer, false);
+    if (p == 0) return Unreachable(Cause::kTimeout, no_answer, false);
     if (p < 0) return Protocol(Errno("poll", errno));
     ssize_t n = ::recv(s.get(), chunk, sizeof chunk, 0);
     if (n > 0) {
@@ -195,14 +203,24 @@ uint64_t UnixMs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec / 1'000'000);
 }
 
-ReadStatus ReadAll(int fd, size_t cap, std::string* out, int* err_no) {
+ReadStatus ReadAll(int fd, size_t cap, std::string* out, int* err_no, int64_t timeout_ms) {
   out->clear();
   char chunk[64 * 1024];
+  const int64_t deadline = timeout_ms >= 0 ? MonotonicMs() + timeout_ms : 0;
   for (;;) {
+    if (timeout_ms >= 0) {
+      // poll() first: a read on a pipe whose writer never closes would block past any deadline.
+      int p = PollUntil(fd, POLLIN, deadline);
+      if (p == 0) return ReadStatus::kTimeout;
+      if (p < 0) {
+        if (err_no) *err_no = errno;
+        return ReadStatus::kError;
+      }
+    }
     ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n == 0) return ReadStatus::kOk;
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || (errno == EAGAIN && timeout_ms >= 0)) continue;  // EAGAIN: non-blocking, poll() again
       if (err_no) *err_no = errno;
       return ReadStatus::kError;
     }
@@ -287,12 +305,13 @@ QueueResult WriteDelRecord(const std::string& run_dir, const DelRecord& rec, siz
 }
 
 AgentResult CallAgent(const AgentCall& c) {
-  const int64_t start = MonotonicMs();
+  const int64_t start = c.start_ms >= 0 ? c.start_ms : MonotonicMs();
   const int64_t wait_deadline = start + c.wait_ms;
-  for (int attempt = 1;; ++attempt) {
+  for (int n = 1;; ++n) {
+    const int attempt = c.attempts_before + n;
     Attempt a = Once(c);
     a.result.attempts = attempt;
-    if (!a.retry) return a.result;
+    if (!a.retry || (c.max_attempts > 0 && n >= c.max_attempts)) return a.result;
     int64_t left = wait_deadline - MonotonicMs();
     if (left <= 0) {
       a.result.detail += "; gave up after " + std::to_string(MonotonicMs() - start) + " ms and " +

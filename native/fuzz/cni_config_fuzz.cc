@@ -1,6 +1,6 @@
-// libFuzzer target for podwire-cni's JSON handling (native/cni-shim/
-// shim_logic.h): the input is what the runtime writes on stdin (and, for
-// the last checks, a CNI_ARGS value).
+// libFuzzer target for podwire-cni's JSON handling (native/cni-shim/json.h,
+// config.h, cni_result.h): the input is what the runtime writes on stdin
+// (and, for the last checks, a CNI_ARGS value).
 //  - ParseConfig fails with code 6 exactly when JsonValidate rejects the
 //    text, otherwise it succeeds or fails with code 7; an error offset lies
 //    inside the input.
@@ -14,6 +14,8 @@
 //    patterns (overlongs, surrogates, > U+10FFFF rejected).
 //  - JsonUnquote succeeding implies JsonValidate does, and gives UTF-8.
 //  - ParseCniArgs: each value it returns is a substring of the input.
+//  - The pass-through result of an accepted config's prevResult, in every
+//    supported version, is valid JSON and UTF-8, or an error with a message.
 // Build and run: scripts/fuzz.sh SECONDS cni_config_fuzz.
 #include <cstdint>
 #include <cstdio>
@@ -21,7 +23,9 @@
 #include <string>
 #include <string_view>
 
-#include "cni-shim/shim_logic.h"
+#include "cni-shim/cni_result.h"
+#include "cni-shim/config.h"
+#include "cni-shim/json.h"
 
 using namespace podwire::cni;
 
@@ -102,6 +106,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RoundTrip(c.run_dir);
     RoundTrip(c.pod_namespace);
     for (const auto& ns : c.exclude_namespaces) RoundTrip(ns);
+    if (c.pod_annotation_keys)
+      for (const auto& k : *c.pod_annotation_keys) RoundTrip(k);
+    for (std::string_view v : kSupportedVersions) {
+      std::string out, err;
+      if (PassThroughResult(c.prev_result, v, &out, &err)) {
+        JsonError oe;
+        REQUIRE(IsValidUtf8(out) && JsonValidate(out, &oe) && err.empty());
+      } else {
+        REQUIRE(!err.empty() && c.prev_result);
+      }
+    }
   }
 
   const bool utf8 = IsValidUtf8(in);

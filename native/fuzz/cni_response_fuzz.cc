@@ -1,5 +1,5 @@
 // libFuzzer target for podwire-cni's reader of the agent's HTTP answer
-// (ParseResponse in native/cni-shim/shim_logic.h). Input: one byte choosing
+// (ParseResponse in native/cni-shim/http_response.h). Input: one byte choosing
 // the limits (the real 64 KiB head / 1 MiB body, or small ones so that a
 // 4 KiB input reaches them), one byte seeding the chunking, then the bytes
 // the agent sent.
@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "cni-shim/shim_logic.h"
+#include "cni-shim/http_response.h"
 
 using namespace podwire::cni;
 

@@ -1,8 +1,10 @@
-// podwire-cni's pure logic (native/cni-shim/shim_logic.h): the JSON reader
-// and quoter, the stdin config, CNI_ARGS, the CNI_* environment, the request,
-// the agent's response, the unreachable decision table and DEL records; plus
-// the DEL queue writer and the agent client's failure paths (shim_io.h) on a
-// temp dir and unix sockets of the test's own.
+// podwire-cni's pure logic (native/cni-shim/: json.h, config.h, http_response.h,
+// fallback.h, cni_result.h, decision_file.h, del_queue.h): the JSON reader and
+// quoter, the stdin config, CNI_ARGS, the CNI_* environment, the request, the
+// agent's response, the decisions without the agent, the pass-through result
+// against upstream's goldens, the decision file and DEL records; plus the I/O
+// (shim_io.h, ReadDecisionFile) on a temp dir, pipes and unix sockets of the
+// test's own.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -16,8 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "cni-shim/cni_result.h"
+#include "cni-shim/config.h"
+#include "cni-shim/decision_file.h"
+#include "cni-shim/del_queue.h"
+#include "cni-shim/fallback.h"
+#include "cni-shim/http_response.h"
+#include "cni-shim/json.h"
 #include "cni-shim/shim_io.h"
-#include "cni-shim/shim_logic.h"
 #include "common/fd.h"
 #include "tests/check.h"
 
@@ -550,63 +558,116 @@ TEST(ResponseBadStatus) {
 
 // ---------------------------------------------------------------- unreachable
 
-TEST(UnreachableDecisionTable) {
+TEST(PassBeforeAgentIsUpstreamsEarlyExits) {
   Config cfg;
   ConfigError ce;
-  CHECK(ParseConfig(R"({"cniVersion":"0.4.0","exclude_namespaces":["kube-system"],"pod_namespace":"istio-system",)"
-                    R"("prevResult": {"cniVersion":"0.4.0", "ips":[]}})",
-                    &cfg, &ce));
-  const std::string sock = "/var/run/istio-cni/pluginevent.sock";
+  CHECK(ParseConfig(R"({"cniVersion":"0.4.0","exclude_namespaces":["kube-system"],"pod_namespace":"istio-system"})", &cfg,
+                    &ce));
   auto args = [](const char* s) {
     CniArgs a;
     std::string e;
-    ParseCniArgs(s, &a, &e);
+    CHECK(ParseCniArgs(s, &a, &e));
     return a;
   };
-  CniArgs excluded = args("K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-1");
-  CniArgs meshed = args("K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0");
-  CniArgs agent = args("K8S_POD_NAMESPACE=istio-system;K8S_POD_NAME=istio-cni-node-x7k2p");
-  CniArgs agent_elsewhere = args("K8S_POD_NAMESPACE=default;K8S_POD_NAME=istio-cni-node-x7k2p");
-  CniArgs not_k8s = args("");
-  CniArgs name_only = args("K8S_POD_NAME=web-0");
-  CniArgs empty_ns = args("K8S_POD_NAMESPACE=;K8S_POD_NAME=web-0");
+  struct Row {
+    const char* args;
+    bool passes;
+  };
+  const Row rows[] = {
+      {"K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-1", true},
+      {"K8S_POD_NAMESPACE=istio-system;K8S_POD_NAME=istio-cni-node-x7k2p", true},
+      {"", true},
+      {"K8S_POD_NAME=web-0", true},
+      {"K8S_POD_NAMESPACE=;K8S_POD_NAME=web-0", true},
+      {"K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0", false},
+      {"K8S_POD_NAMESPACE=default;K8S_POD_NAME=istio-cni-node-x7k2p", false},  // the prefix elsewhere
+      {"K8S_POD_NAMESPACE=istio-system;K8S_POD_NAME=istiod-1", false},
+  };
+  for (const Row& row : rows) {
+    bool passes = PassBeforeAgent(cfg, args(row.args)) != nullptr;
+    if (passes != row.passes) std::printf("  row \"%s\": passes %d\n", row.args, passes);
+    CHECK(passes == row.passes);
+  }
+  // pod_namespace unset: no pod is the agent's.
+  Config bare;
+  CHECK(ParseConfig(R"({"cniVersion":"1.0.0"})", &bare, &ce));
+  CHECK(PassBeforeAgent(bare, args("K8S_POD_NAMESPACE=istio-system;K8S_POD_NAME=istio-cni-node-x")) == nullptr);
+}
 
+TEST(PassThroughPrintsUpstreamsResultOrFails) {
+  Config cfg;
+  ConfigError ce;
+  CHECK(ParseConfig(R"({"cniVersion":"1.0.0"})", &cfg, &ce));
+  PassResult p = PassThrough(cfg);
+  CHECK(p.ok);
+  CHECK_EQ(p.stdout_text, std::string("{\n    \"cniVersion\": \"1.0.0\"\n}"));  // no "dns":{} (the old text had it)
+  CHECK(ParseConfig(R"({"cniVersion":"0.3.1"})", &cfg, &ce));
+  CHECK_EQ(PassThrough(cfg).stdout_text, std::string("{\n    \"cniVersion\": \"0.3.1\",\n    \"dns\": {}\n}"));
+  CHECK(ParseConfig(R"({"cniVersion":"1.0.0","prevResult":{"cniVersion":"0.4.0"}})", &cfg, &ce));
+  p = PassThrough(cfg);
+  CHECK(!p.ok && p.code == kErrDecode);
+  CHECK(ParseConfig(R"({"name":"x"})", &cfg, &ce));
+  CHECK_EQ(PassThrough(cfg).code, kErrInvalidConfig);
+  CHECK(ParseConfig(R"({"cniVersion":"0.2.0"})", &cfg, &ce));
+  CHECK_EQ(PassThrough(cfg).code, kErrIncompatibleVersion);
+}
+
+// Every case upstream printed (test/fixtures/cni-results/goldens.json, scripts/cni-goldens).
+TEST(PassThroughMatchesUpstreamGoldens) {
+  std::string text = ReadFile(std::string(PODWIRE_SOURCE_DIR) + "/test/fixtures/cni-results/goldens.json");
+  JsonValue doc;
+  JsonError je;
+  CHECK(JsonParse(text, &doc, &je));
+  const JsonValue* cases = doc.Get("cases");
+  CHECK(cases && cases->items.size() > 400);
+  if (!cases) return;
+  int passed = 0, failed_as_upstream = 0;
+  for (const auto& c : cases->items) {
+    const std::string& name = c.Get("name")->text;
+    Config cfg;
+    ConfigError ce;
+    CHECK(ParseConfig(c.Get("stdin")->text, &cfg, &ce));
+    PassResult p = PassThrough(cfg);
+    const JsonValue* want = c.Get("stdout");
+    bool ok = want ? p.ok && p.stdout_text == want->text : !p.ok && p.code == kErrDecode;
+    if (!ok) std::printf("  %s: got %s\n", name.c_str(), p.ok ? p.stdout_text.c_str() : p.msg.c_str());
+    CHECK(ok);
+    (want ? passed : failed_as_upstream)++;
+  }
+  CHECK(passed > 200 && failed_as_upstream > 100);
+}
+
+TEST(UnreachableDecisionTable) {
+  Config cfg;
+  ConfigError ce;
+  CHECK(ParseConfig(R"({"cniVersion":"0.4.0","exclude_namespaces":["kube-system"],"pod_namespace":"istio-system"})", &cfg,
+                    &ce));
+  const std::string sock = "/var/run/istio-cni/pluginevent.sock";
   struct Row {
     const char* what;
     Command cmd;
-    const CniArgs* a;
     bool always_ok;
     Fallback action;
     int exit_code;
     int cni_code;  // 0: no error object
   };
   const Row rows[] = {
-      {"ADD excluded namespace", Command::kAdd, &excluded, false, Fallback::kPassThrough, 0, 0},
-      {"ADD agent's own pod", Command::kAdd, &agent, false, Fallback::kPassThrough, 0, 0},
-      {"ADD not Kubernetes", Command::kAdd, &not_k8s, false, Fallback::kPassThrough, 0, 0},
-      {"ADD name only", Command::kAdd, &name_only, false, Fallback::kPassThrough, 0, 0},
-      {"ADD empty namespace", Command::kAdd, &empty_ns, false, Fallback::kPassThrough, 0, 0},
-      {"ADD meshed pod", Command::kAdd, &meshed, false, Fallback::kFailTryLater, 1, 11},
-      {"ADD istio-cni-node- elsewhere", Command::kAdd, &agent_elsewhere, false, Fallback::kFailTryLater, 1, 11},
-      {"ADD bad CNI_ARGS", Command::kAdd, nullptr, false, Fallback::kFailTryLater, 1, 11},
-      {"DEL", Command::kDel, &meshed, false, Fallback::kQueueDel, 0, 0},
-      {"DEL bad CNI_ARGS", Command::kDel, nullptr, false, Fallback::kQueueDel, 0, 0},
-      {"CHECK", Command::kCheck, &meshed, false, Fallback::kFailTryLater, 1, 11},
-      {"GC", Command::kGc, &not_k8s, false, Fallback::kFailTryLater, 1, 11},
-      {"STATUS", Command::kStatus, &not_k8s, false, Fallback::kFailNotAvailable, 1, 50},
-      {"STATUS always ok", Command::kStatus, &not_k8s, true, Fallback::kStatusOk, 0, 0},
+      {"ADD (nothing let it pass)", Command::kAdd, false, Fallback::kFailTryLater, 1, 11},
+      {"DEL", Command::kDel, false, Fallback::kQueueDel, 0, 0},
+      {"CHECK", Command::kCheck, false, Fallback::kFailTryLater, 1, 11},
+      {"GC", Command::kGc, false, Fallback::kFailTryLater, 1, 11},
+      {"STATUS", Command::kStatus, false, Fallback::kFailNotAvailable, 1, 50},
+      {"STATUS always ok", Command::kStatus, true, Fallback::kStatusOk, 0, 0},
   };
   for (const Row& row : rows) {
     Config c = cfg;
     c.status_always_ok = row.always_ok;
-    FallbackDecision d = DecideUnreachable(row.cmd, c, row.a, sock, "no socket there");
+    FallbackDecision d = DecideUnreachable(row.cmd, c, sock, "no socket there");
     bool ok = d.action == row.action && d.exit_code == row.exit_code;
     if (row.cni_code) {
       std::string want = R"({"cniVersion":"0.4.0","code":)" + std::to_string(row.cni_code) +
                          R"(,"msg":"podwire: node agent not reachable at /var/run/istio-cni/pluginevent.sock","details":"no socket there;)";
       ok = ok && d.stdout_text.rfind(want, 0) == 0 && Valid(d.stdout_text);
-    } else if (row.action == Fallback::kPassThrough) {
-      ok = ok && d.stdout_text == R"({"cniVersion":"0.4.0", "ips":[]})";
     } else {
       ok = ok && d.stdout_text.empty();
     }
@@ -615,13 +676,173 @@ TEST(UnreachableDecisionTable) {
     CHECK(ok);
     CHECK(!d.note.empty());
   }
-  // No prevResult: {"cniVersion":"<config's>"}; no cniVersion either: the shim's newest.
   Config bare;
-  CHECK(ParseConfig(R"({"cniVersion":"1.0.0","exclude_namespaces":["kube-system"]})", &bare, &ce));
-  CHECK_EQ(DecideUnreachable(Command::kAdd, bare, &excluded, sock, "x").stdout_text, std::string(R"({"cniVersion":"1.0.0","dns":{}})"));
   CHECK(ParseConfig(R"({"exclude_namespaces":["kube-system"]})", &bare, &ce));
-  CHECK_EQ(DecideUnreachable(Command::kAdd, bare, &excluded, sock, "x").stdout_text, std::string(R"({"cniVersion":"1.1.0","dns":{}})"));
-  CHECK(DecideUnreachable(Command::kAdd, bare, &meshed, sock, "x").stdout_text.rfind(R"({"cniVersion":"1.1.0","code":11,)", 0) == 0);
+  CHECK(DecideUnreachable(Command::kAdd, bare, sock, "x").stdout_text.rfind(R"({"cniVersion":"1.1.0","code":11,)", 0) == 0);
+}
+
+TEST(VersionReplyComesFromTheConstants) {
+  CHECK_EQ(VersionReply(),
+           std::string(R"({"cniVersion":"1.1.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]})"));
+}
+
+TEST(PodAnnotationsFromRuntimeConfig) {
+  Config c;
+  ConfigError ce;
+  CHECK(ParseConfig(R"({"cniVersion":"1.0.0","runtimeConfig":{"io.kubernetes.cri.pod-annotations":)"
+                    R"({"sidecar.istio.io/status":"{}","a":"b"}}})",
+                    &c, &ce));
+  CHECK(c.pod_annotation_keys.has_value());
+  CHECK(SidecarAnnotated(c));
+  CHECK(ParseConfig(R"({"cniVersion":"1.0.0","runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"a":"b"}}})", &c, &ce));
+  CHECK(c.pod_annotation_keys.has_value() && !SidecarAnnotated(c));
+  // Not there, or not an object: no annotations (never an error: the agent owns runtimeConfig).
+  for (const char* t : {R"({"cniVersion":"1.0.0"})", R"({"runtimeConfig":[1]})", R"({"runtimeConfig":{"x":1}})",
+                        R"({"runtimeConfig":{"io.kubernetes.cri.pod-annotations":"sidecar.istio.io/status"}})"}) {
+    CHECK(ParseConfig(t, &c, &ce));
+    CHECK(!c.pod_annotation_keys.has_value() && !SidecarAnnotated(c));
+  }
+}
+
+// ---------------------------------------------------------------- decision file
+
+const char kDecisionFile[] =
+    R"({"version":1,"generation":7,"writtenAtMs":1764636000000,"node":"node-a",)"
+    R"("excludeNamespaces":["kube-system"],"meshNamespaces":["payments","shop"],)"
+    R"("pods":[{"namespace":"shop","name":"batch-1","uid":"u-batch","mesh":false},)"
+    R"({"namespace":"shop","name":"web-0","uid":"u-web","mesh":true},)"
+    R"({"namespace":"plain","name":"app-1","uid":"u-app","mesh":false}]})";
+
+TEST(DecisionFileParsesStrictly) {
+  DecisionFile f;
+  std::string err;
+  CHECK(ParseDecisionFile(kDecisionFile, &f, &err));
+  CHECK_EQ(f.generation, int64_t{7});
+  CHECK_EQ(f.written_at_ms, int64_t{1764636000000});
+  CHECK_EQ(f.node, std::string("node-a"));
+  CHECK_EQ(f.mesh_namespaces.size(), size_t{2});
+  CHECK_EQ(f.pods.size(), size_t{3});
+  CHECK(f.pods[1].mesh && f.pods[1].uid == "u-web");
+  const std::string base = kDecisionFile;
+  auto bad = [&](std::string text) {
+    DecisionFile g;
+    std::string e;
+    bool ok = ParseDecisionFile(text, &g, &e);
+    if (ok) std::printf("  accepted: %s\n", text.c_str());
+    return !ok && !e.empty();
+  };
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = base;
+    size_t at = t.find(from);
+    CHECK(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  CHECK(bad(replace(R"("version":1)", R"("version":2)")));
+  CHECK(bad(replace(R"("version":1)", R"("version":"1")")));
+  CHECK(bad(replace(R"("version":1,)", "")));
+  CHECK(bad(replace(R"("generation":7)", R"("generation":-1)")));
+  CHECK(bad(replace(R"("generation":7)", R"("generation":7.5)")));
+  CHECK(bad(replace(R"("node":"node-a",)", R"("node":"node-a","node":"b",)")));
+  CHECK(bad(replace(R"("node":"node-a",)", R"("node":"node-a","extra":1,)")));
+  CHECK(bad(replace(R"("node":"node-a",)", "")));
+  CHECK(bad(replace(R"(["payments","shop"])", R"(["payments",1])")));
+  CHECK(bad(replace(R"("mesh":false})", R"("mesh":0})")));
+  CHECK(bad(replace(R"("mesh":false})", R"("mesh":false,"x":1})")));
+  CHECK(bad(replace(R"("uid":"u-batch",)", "")));
+  CHECK(bad(base.substr(0, base.size() - 1)));
+  CHECK(bad("[]"));
+  CHECK(bad(base + "x"));
+}
+
+TEST(DecisionFileRules) {
+  DecisionFile f;
+  std::string err;
+  CHECK(ParseDecisionFile(kDecisionFile, &f, &err));
+  CHECK(DecideFromFile(f, "shop", "web-0", "u-web") == FileRule::kPodMesh);
+  CHECK(DecideFromFile(f, "shop", "web-0", "") == FileRule::kPodMesh);            // no K8S_POD_UID: the entry holds
+  CHECK(DecideFromFile(f, "shop", "web-0", "u-new") == FileRule::kMeshNamespace);  // a recreated pod: entry ignored
+  CHECK(DecideFromFile(f, "shop", "batch-1", "u-batch") == FileRule::kPodNoMesh);  // opted out in a mesh namespace
+  CHECK(DecideFromFile(f, "shop", "unknown", "u") == FileRule::kMeshNamespace);
+  CHECK(DecideFromFile(f, "plain", "app-1", "u-app") == FileRule::kPodNoMesh);
+  CHECK(DecideFromFile(f, "plain", "app-1", "u-other") == FileRule::kPlainNamespace);
+  CHECK(DecideFromFile(f, "other", "x", "") == FileRule::kPlainNamespace);
+  CHECK(FileRulePasses(FileRule::kPodNoMesh) && FileRulePasses(FileRule::kPlainNamespace));
+  CHECK(!FileRulePasses(FileRule::kPodMesh) && !FileRulePasses(FileRule::kMeshNamespace) &&
+        !FileRulePasses(FileRule::kSidecarAnnotation));
+}
+
+TEST(DecisionFileReadRefusesWhatIsNotTheAgentsFile) {
+  std::string root = TempDir();
+  const std::string path = root + "/cni-decisions.json";
+  int fds = OpenFds();
+  auto write = [&](const std::string& p, const std::string& body, mode_t mode) {
+    ::unlink(p.c_str());
+    UniqueFd f(::open(p.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode));
+    CHECK(f.valid() && WriteAll(f.get(), body));
+    CHECK(::fchmod(f.get(), mode) == 0);
+  };
+  auto reads = [&](std::string* why = nullptr) {
+    DecisionFile f;
+    std::string err;
+    bool ok = ReadDecisionFile(path, &f, &err, ::geteuid());
+    if (why) *why = err;
+    return ok;
+  };
+  std::string why;
+  write(path, kDecisionFile, 0600);
+  CHECK(reads());
+  write(path, kDecisionFile, 0644);  // others may read it: fine
+  CHECK(reads());
+  write(path, kDecisionFile, 0602);
+  CHECK(!reads(&why) && why.find("writable") != std::string::npos);
+  write(path, kDecisionFile, 0620);
+  CHECK(!reads());
+  // Owned by someone else (the shim wants root; here: not the test's own uid).
+  write(path, kDecisionFile, 0600);
+  CHECK(::chown(path.c_str(), 4242, 4242) == 0);
+  CHECK(!reads(&why) && why.find("uid 4242") != std::string::npos);
+  // A symlink to a good file is not followed.
+  write(root + "/real.json", kDecisionFile, 0600);
+  ::unlink(path.c_str());
+  CHECK(::symlink((root + "/real.json").c_str(), path.c_str()) == 0);
+  CHECK(!reads(&why) && why.find("symlink") != std::string::npos);
+  ::unlink(path.c_str());
+  // A FIFO: O_NONBLOCK, so no hang; not a regular file.
+  CHECK(::mkfifo(path.c_str(), 0600) == 0);
+  CHECK(!reads(&why) && why.find("not a regular file") != std::string::npos);
+  ::unlink(path.c_str());
+  CHECK(::mkdir(path.c_str(), 0700) == 0);
+  CHECK(!reads());
+  ::rmdir(path.c_str());
+  // Over 1 MiB (valid JSON all the same).
+  std::string big = kDecisionFile;
+  big.insert(big.size() - 1, std::string(kMaxDecisionFile, ' '));
+  write(path, big, 0600);
+  CHECK(!reads(&why) && why.find("over") != std::string::npos);
+  // Another version; missing.
+  std::string v2 = kDecisionFile;
+  v2.replace(v2.find("\"version\":1"), 11, "\"version\":2");
+  write(path, v2, 0600);
+  CHECK(!reads(&why) && why.find("version") != std::string::npos);
+  ::unlink(path.c_str());
+  CHECK(!reads(&why) && why.find("No such file") != std::string::npos);
+  CHECK_EQ(OpenFds(), fds);
+  RemoveTree(root);
+}
+
+TEST(StdinReadIsBoundedInTime) {
+  int p[2];
+  CHECK(::pipe2(p, O_CLOEXEC) == 0);
+  UniqueFd rd(p[0]), wr(p[1]);
+  CHECK(WriteAll(wr.get(), "{\"cniVersion\":"));
+  std::string out;
+  int e = 0;
+  int64_t t0 = MonotonicMs();
+  CHECK(ReadAll(rd.get(), 1 << 20, &out, &e, 100) == ReadStatus::kTimeout);  // the writer never closes
+  CHECK(MonotonicMs() - t0 >= 100);
+  CHECK_EQ(out, std::string("{\"cniVersion\":"));
+  wr.reset();
+  CHECK(ReadAll(rd.get(), 1 << 20, &out, &e, 100) == ReadStatus::kOk);
 }
 
 TEST(CniErrorJsonShape) {
