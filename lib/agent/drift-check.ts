@@ -2,22 +2,43 @@
 // in-pod rules, probe-set entries and ztunnel hand-over are verified on an
 // interval and put right where they drifted — the case of a pod whose rules
 // someone flushed, which upstream only notices at the next agent restart.
+// With `mesh` (the ambient controller), a round also looks for Running pods
+// the policy selects that the dataplane does not hold at all (a GC or DEL
+// took them out while they ran: traffic to 15001 with no ztunnel behind it)
+// and re-enrolls them through the controller.
 // Rounds never overlap (the next is scheduled when one ends); a round works
 // on at most `concurrency` pods at once and reads the kernel probe set once.
+import type { V1Pod } from '@kubernetes/client-node';
+import { podInfoOf, type ReenrollOutcome } from '../ambient/controller.js';
 import type { Dataplane, DriftRepair } from '../dataplane/dataplane.js';
 import type { PodInfo } from '../dataplane/types.js';
 import { mapLimit } from '../util/limit.js';
+
+/** What the drift check needs of the ambient controller (AmbientController satisfies it). */
+export interface MeshPods {
+  /** Running pods the policy selects that the dataplane does not hold. */
+  unheldPods(): V1Pod[];
+  /** Re-enrolls one of them (netns resolved, enrolled, annotated). */
+  reenroll(pod: V1Pod): Promise<ReenrollOutcome>;
+}
+
+/** The drift line of a selected Running pod the dataplane did not hold. */
+export const UNHELD_DRIFT = 'pod is selected for ambient and Running, but not enrolled (ztunnel does not hold it)';
 
 export interface DriftRound {
   /** Pods checked (enrolled with a netns when the round started and still so). */
   checked: number;
   /** Pods where something had drifted, with what and what was done. */
   drifted: Array<DriftRepair & { pod: PodInfo }>;
+  /** Selected Running pods the dataplane did not hold (re-enrolled, or reported as drifted when that failed). */
+  unheld: number;
   durationMs: number;
 }
 
 export interface DriftCheckOptions {
   dataplane: Pick<Dataplane, 'snapshot' | 'repair' | 'probeEntries'>;
+  /** The pods that should be in the mesh; those the dataplane does not hold are re-enrolled (reported once each while their netns is not found). */
+  mesh?: MeshPods;
   /** Period between the end of one round and the start of the next (ms). */
   intervalMs: number;
   /** Pods checked at once (default 8: each holds a netns fd and a native job while it runs). */
@@ -35,6 +56,8 @@ export class DriftCheck {
   private running: Promise<DriftRound | undefined> | undefined;
   private stopped = false;
   private readonly concurrency: number;
+  /** Unheld pods already reported for a netns that could not be found (one report per pod, not one per round). */
+  private readonly noNetns = new Set<string>();
 
   constructor(private readonly opts: DriftCheckOptions) {
     if (!Number.isInteger(opts.intervalMs) || opts.intervalMs < 1) throw new RangeError(`intervalMs must be a positive integer, got ${opts.intervalMs}`);
@@ -84,7 +107,7 @@ export class DriftCheck {
     const t0 = performance.now();
     const pods = this.opts.dataplane.snapshot().filter((e) => e.netns && !e.netns.released).map((e) => e.pod);
     const probeEntries = await this.opts.dataplane.probeEntries();
-    const out: DriftRound = { checked: 0, drifted: [], durationMs: 0 };
+    const out: DriftRound = { checked: 0, drifted: [], unheld: 0, durationMs: 0 };
     await mapLimit(pods, this.concurrency, async (pod) => {
       if (this.stopped) return;
       let r: DriftRepair;
@@ -97,16 +120,50 @@ export class DriftCheck {
       if (!r.checked) return;
       out.checked++;
       if (r.drift.length === 0) return;
-      const d = { ...r, pod };
-      out.drifted.push(d);
-      try {
-        await this.opts.onDrift?.(d);
-      } catch (err) {
-        this.opts.onError?.(err);
-      }
+      await this.report(out, { ...r, pod });
     });
+    if (this.opts.mesh) await this.unheld(this.opts.mesh, out);
     out.durationMs = performance.now() - t0;
     this.opts.onRound?.(out);
     return out;
+  }
+
+  private async report(out: DriftRound, d: DriftRepair & { pod: PodInfo }): Promise<void> {
+    out.drifted.push(d);
+    try {
+      await this.opts.onDrift?.(d);
+    } catch (err) {
+      this.opts.onError?.(err);
+    }
+  }
+
+  /** Re-enrolls the selected Running pods the dataplane does not hold (after the held ones were repaired). */
+  private async unheld(mesh: MeshPods, out: DriftRound): Promise<void> {
+    const pods = mesh.unheldPods();
+    const live = new Set(pods.map((p) => p.metadata?.uid ?? ''));
+    for (const uid of this.noNetns) if (!live.has(uid)) this.noNetns.delete(uid);
+    await mapLimit(pods, this.concurrency, async (pod) => {
+      if (this.stopped) return;
+      const info = podInfoOf(pod);
+      const d: DriftRepair & { pod: PodInfo } = { uid: info.uid, checked: true, drift: [UNHELD_DRIFT], repaired: [], failed: [], pod: info };
+      let outcome: ReenrollOutcome | 'failed';
+      try {
+        outcome = await mesh.reenroll(pod);
+      } catch (err) {
+        outcome = 'failed';
+        d.failed.push({ part: 'enrollment', error: err instanceof Error ? err.message : String(err) });
+      }
+      if (outcome === 'held' || outcome === 'not-selected') return;  // put right (or no longer wanted) meanwhile
+      out.unheld++;
+      if (outcome === 'no-netns') {
+        if (this.noNetns.has(info.uid)) return;
+        this.noNetns.add(info.uid);
+        d.failed.push({ part: 'enrollment', error: 'the pod netns was not found' });
+      } else if (outcome === 'enrolled') {
+        this.noNetns.delete(info.uid);
+        d.repaired.push('enrollment');
+      }
+      await this.report(out, d);
+    });
   }
 }

@@ -22,7 +22,7 @@ async function enrolled(m: MeshNode, i: number) {
   const pod = await m.runningPod(i, m.ambientNs);
   const uid = pod.metadata!.uid!;
   const name = pod.metadata!.name!;
-  await until(`${name} enrolled and annotated`, async () => m.peer.active.has(uid) && (await m.annotation(m.ambientNs, name)) === 'enabled' && !m.ctl.busy(pod));
+  await until(`${name} enrolled and annotated`, async () => m.peerLog(uid).length === 1 && (await m.annotation(m.ambientNs, name)) === 'enabled' && !m.ctl.busy(pod));
   return { pod, uid, name, info: { uid, name, namespace: m.ambientNs, ips: podIps(pod) } };
 }
 
@@ -43,8 +43,8 @@ describeKube('AmbientController CNI path', () => {
     expect((await m.agent.probes.list()).some((e) => e.uid === p.uid)).toBe(false);
     expect(await m.podState(0)).toBe(before);
     expect(await m.annotation(m.ambientNs, p.name)).toBeUndefined();
-    await m.peer.waitFor((x) => !x.active.has(p.uid));
-    expect(m.peerLog(p.uid)).toEqual(['add:', 'del:']);
+    expect(await m.peerLogged(p.uid, 2)).toEqual(['add:', 'del:']);
+    expect(m.peer.active.has(p.uid)).toBe(false);
     expect(m.ctl.stats.removed).toBe(1);
 
     // Again, and for a UID nobody knows: nothing to do, no ZDS traffic.
@@ -91,7 +91,7 @@ describeKube('AmbientController CNI path', () => {
     expect(m.agent.dataplane.cache.has(a.uid)).toBe(false);
     expect(await m.podState(0)).toBe(before[0]);
     expect(await m.annotation(m.ambientNs, a.name)).toBeUndefined();
-    await m.peer.waitFor((x) => !x.active.has(a.uid));
+    expect(await m.peerLogged(a.uid, 2)).toEqual(['add:', 'del:']);
 
     // b: interrupted after the dataplane, before the annotation: the next call only clears the annotation.
     abortAfterUnenroll = new AbortController();
@@ -106,7 +106,7 @@ describeKube('AmbientController CNI path', () => {
     expect(unenrolls).toBe(calls + 1);
     expect(await m.annotation(m.ambientNs, b.name)).toBeUndefined();
     expect(await m.podState(1)).toBe(before[1]);
-    expect(m.peerLog(b.uid)).toEqual(['add:', 'del:']);
+    expect(await m.peerLogged(b.uid, 2)).toEqual(['add:', 'del:']);
   });
 
   it.skipIf(!privileged('nft'))('addPodToMesh with a signal that fires while ztunnel has not acked: undone, no annotation, no Event', async () => {
@@ -124,8 +124,8 @@ describeKube('AmbientController CNI path', () => {
     expect(m.ctl.isEnrolled(uid)).toBe(false);
     expect((await m.agent.probes.list()).some((e) => e.uid === uid)).toBe(false);
     expect(await m.podState(0)).toBe(before);
-    await m.peer.waitFor((x) => !x.active.has(uid) && x.log.some((e) => e.uid === uid && e.type === 'del' && e.response === ''));
-    expect(m.peerLog(uid)).toEqual(['add:', 'del:']);
+    expect(await m.peerLogged(uid, 2)).toEqual(['add:', 'del:']);
+    expect(m.peer.active.has(uid)).toBe(false);
     expect(await m.annotation(m.plainNs, pod.metadata!.name!)).toBeUndefined();
     const events = await adminClient().core.listNamespacedEvent({ namespace: m.plainNs });
     expect(events.items.filter((e) => e.involvedObject.uid === uid)).toEqual([]);

@@ -52,6 +52,11 @@ export interface MeshNode {
   annotation(ns: string, name: string): Promise<string | undefined>;
   /** A pod's lines in the peer's log, as `type:response`. */
   peerLog(uid: string): string[];
+  /**
+   * The pod's log once it has `n` lines: the peer logs a request after its
+   * ack was sent, so the agent may have the ack before the line is there.
+   */
+  peerLogged(uid: string, n: number): Promise<string[]>;
   cleanup(): Promise<void>;
 }
 
@@ -85,6 +90,7 @@ export async function meshNode(opts: { pods: number; adapt?: (dp: DataplaneLike)
     cleanups.push(() => ctl.stop());
     await within('controller start', ctl.start(), 15_000);
     const demo = (i: number): DemoPod => node.pods[i]!;
+    const peerLog = (uid: string) => peer.log.filter((e) => e.uid === uid).map((e) => `${e.type}:${e.response ?? '-'}`);
     return {
       node, agent, peer, ctl, ambientNs, plainNs, sandboxes,
       runningPod: async (i, ns) => {
@@ -104,7 +110,11 @@ export async function meshNode(opts: { pods: number; adapt?: (dp: DataplaneLike)
         }
       },
       annotation: async (ns, name) => (await admin.core.readNamespacedPod({ namespace: ns, name })).metadata?.annotations?.[REDIRECTION_ANNOTATION],
-      peerLog: (uid) => peer.log.filter((e) => e.uid === uid).map((e) => `${e.type}:${e.response ?? '-'}`),
+      peerLog,
+      peerLogged: async (uid, n) => {
+        await peer.waitFor(() => peerLog(uid).length >= n);
+        return peerLog(uid);
+      },
       cleanup,
     };
   } catch (err) {
