@@ -26,6 +26,8 @@ export const CNI_CODES = {
   REDIRECTION_DRIFT: 101,
   /** podwire: sidecar rules could not be programmed. */
   SIDECAR_FAILED: 102,
+  /** podwire: CNI_NETNS is the node's netns or the agent's own, never a pod's (refused before anything touches it). */
+  HOST_NETNS: 103,
 } as const;
 
 export class CniError extends Error {
@@ -43,7 +45,7 @@ export class CniError extends Error {
   }
 }
 
-/** The agent cannot take CNI work yet (informers not synced): the shim retries (HTTP 503). */
+/** The agent cannot take CNI work yet (startup snapshot not restored): the shim retries (HTTP 503). */
 export class AgentNotReadyError extends Error {
   readonly code = 'ERR_AGENT_NOT_READY';
   static {
