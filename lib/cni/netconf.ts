@@ -1,7 +1,8 @@
 // The network configuration the runtime gives the plugin on stdin (§2.1):
 // the standard fields plus Istio's, by their exact JSON names. Unknown
 // fields are ignored, as upstream; a field of the wrong type is an error an
-// operator can act on (upstream's Go decoder would fail the same way).
+// operator can act on (upstream's Go decoder would fail the same way): code 7,
+// while a document that is not an object at all (or a prevResult that is not) is code 6.
 import { CNI_CODES, CniError } from './errors.js';
 import { checkVersion, type CniVersion } from './version.js';
 import { DEFAULT_RUN_DIR } from './constants.js';
@@ -50,12 +51,14 @@ export function parseNetConf(text: string): PluginConf {
   } catch (err) {
     throw new CniError(CNI_CODES.DECODE, `network configuration is not JSON: ${(err as Error).message}`);
   }
-  if (!isObj(doc)) throw new CniError(CNI_CODES.INVALID_CONFIG, 'network configuration must be a JSON object');
+  // Not an object cannot be decoded into a config at all (Go's json.Unmarshal fails): a decoding failure, like bad JSON.
+  if (!isObj(doc)) throw new CniError(CNI_CODES.DECODE, 'network configuration must be a JSON object');
   const cniVersion = checkVersion(doc.cniVersion);
   const excl = doc.exclude_namespaces;
   if (excl !== undefined && excl !== null && !(Array.isArray(excl) && excl.every((n) => typeof n === 'string'))) throw invalid('exclude_namespaces', 'must be a list of strings');
   const prev = doc.prevResult;
-  if (prev !== undefined && prev !== null && !isObj(prev)) throw invalid('prevResult', 'must be an object');
+  // A malformed prevResult is a decoding failure (code 6), as its other defects are (result.ts).
+  if (prev !== undefined && prev !== null && !isObj(prev)) throw new CniError(CNI_CODES.DECODE, 'prevResult: must be an object');
   const conf: PluginConf = {
     cniVersion,
     name: str(doc, 'name'),
