@@ -1,9 +1,9 @@
 // `podwire agent`: the ambient node agent assembled (§5, architecture "The
 // node process"). Start order (§5.2, §5.3):
 //   health + metrics servers → host netns → backend → host probe set + rule
-//   (retried) → CNI endpoint (answers "not ready" until synced) → informers
-//   synced → startup snapshot restored → ZDS served → work queue runs →
-//   drift check → ready.
+//   (retried) → CNI endpoint (answers "not ready" until the snapshot is
+//   restored) → informers synced → startup snapshot restored → queued DELs
+//   applied → CNI work taken → ZDS served → work queue runs → drift check → ready.
 // ZDS is served only after the snapshot, so the first ztunnel to connect
 // gets every restored pod. Stop: not ready → stop taking work → decide
 // whether this is an upgrade/reboot (keep everything) or an uninstall
@@ -21,7 +21,7 @@ import { createPodEvent } from '../kube/events.js';
 import { Netns } from '../net/netns/netns.js';
 import type { Backend } from '../redirect/apply.js';
 import { selectBackend } from './backend-select.js';
-import { cniAddHandler, hostPath } from '../cni/cmdadd.js';
+import { cniAddHandler, hostPath, netnsIdentity, ownNetns, sameIdentity, type CniController, type RefusedNetns } from '../cni/cmdadd.js';
 import { selectionPolicy, type AgentConfig } from './config.js';
 import { DriftCheck } from './drift-check.js';
 import { startHealthServer, startMetricsServer, type HealthServer, type RunningServer } from './health.js';
@@ -32,11 +32,10 @@ import { decideCleanup, type CleanupDecision } from './safe-upgrade.js';
 import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from './snapshot.js';
 import { drainDelQueue, type DelRecord } from '../cni/del-queue.js';
 import { DecisionFileWriter } from '../cni/decision-file.js';
-import { AgentNotReadyError, CNI_CODES, CniError } from '../cni/errors.js';
-import { parseInvocation } from '../cni/invocation.js';
+import { prepareRunDir } from '../cni/run-dir.js';
+import { invokeCni } from '../cni/invoke.js';
 import { startLogSink, type LogSink } from '../cni/log-sink.js';
-import { CniPlugin, type CniReply } from '../cni/plugin.js';
-import { CURRENT_VERSION } from '../cni/version.js';
+import { CniPlugin } from '../cni/plugin.js';
 import { Installer } from '../install/installer.js';
 import { NodeGate } from './node-gate.js';
 import { checkRepairAccess, RepairController } from '../repair/controller.js';
@@ -71,6 +70,10 @@ export interface AgentOptions {
    * Running is already enrolled by the informer path.
    */
   repair?: RepairConfig;
+  /** One CNI invocation's deadline in the agent (default 25 s, lib/cni/invoke.ts). */
+  cniDeadlineMs?: number;
+  /** For tests: awaited just before the startup snapshot (the CNI plugin answers 503 until it is restored). */
+  beforeSnapshot?: () => Promise<void>;
   /** For tests: awaited just before the node readiness taint is taken off (the agent is not ready yet). */
   beforeUntaint?: () => Promise<void>;
 }
@@ -95,12 +98,6 @@ export class AgentStartError extends Error {
     Object.defineProperty(this.prototype, 'name', { value: 'AgentStartError', enumerable: false });
   }
 }
-
-/**
- * How long one CNI invocation may take in the agent: below the shim's default
- * agent_timeout_ms (30 s), so the runtime gets our "try again" rather than a cut connection.
- */
-const CNI_INVOCATION_TIMEOUT_MS = 25_000;
 
 /** Largest plugin request: 1 MiB of stdin escaped (≤ 6 MiB) plus CNI_* env (≤ 64 KiB each). */
 const CNI_REQUEST_MAX_BYTES = 8 << 20;
@@ -142,6 +139,10 @@ export class Agent {
   private readonly opts: AgentOptions;
   private readonly ownsClient: boolean;
   private synced = false;
+  /** The startup snapshot is restored and queued DELs applied: the CNI plugin takes work (DEL finds what it deletes). */
+  private restored = false;
+  /** Netns the CNI paths refuse as a pod's: the node's and the agent's own. */
+  private refusedNetns: RefusedNetns[] = [];
   private starting: Promise<void> | undefined;
   private controllerStopped: Promise<void> | undefined;
   private stopping: Promise<StopResult> | undefined;
@@ -176,6 +177,10 @@ export class Agent {
         throw err instanceof AgentStartError ? err : new AgentStartError(name, err);
       }
     };
+    // The run dir root's alone (0700) before anything is created in it; a link there fails the start.
+    const runDir = await stage('cni run dir', () => prepareRunDir(cfg.cniAgentRunDir));
+    for (const m of runDir.changes) this.log.info(`cni run dir: ${m}`);
+    for (const m of runDir.warnings) this.log.warn(`cni run dir: ${m}`);
     const host = cfg.listenAddress === '' ? {} : { host: cfg.listenAddress };
     this.health = await stage('health server', () => startHealthServer({ port: cfg.healthPort, readiness: this.readiness, ...host }));
     this.metricsServer = await stage('metrics server', () => startMetricsServer({ port: cfg.monitoringPort, registry: this.metrics.registry, ...host }));
@@ -203,6 +208,7 @@ export class Agent {
     this.node = await stage('host probe rules', () => this.startNode(choice.backend));
     this.bindZdsMetrics(this.node);
 
+    this.refusedNetns = this.nodeNetns();
     const policy = selectionPolicy(cfg);
     const controller = new AmbientController({
       client: this.client,
@@ -224,14 +230,16 @@ export class Agent {
 
     const plugin = new CniPlugin({
       controller, client: this.client, policy, dataplane: this.node.dataplane, hostMountsRoot: cfg.hostMountsRoot,
-      ready: () => this.synced,
+      ready: () => this.restored, refusedNetns: () => this.refusedNetns,
       log: (level, message, fields) => this.log[level](message, fields ?? {}),
     });
     this.plugin = plugin;
     this.cni = await stage('cni endpoint', () => startCniEndpoint({
       runDir: cfg.cniAgentRunDir,
-      onCmdAdd: cniAddHandler({ controller, client: this.client, policy, hostMountsRoot: cfg.hostMountsRoot, ready: () => this.synced }),
-      onCni: (body, ctx) => this.cniInvocation(plugin, body, ctx.signal),
+      onCmdAdd: cniAddHandler({
+        controller, client: this.client, policy, hostMountsRoot: cfg.hostMountsRoot, ready: () => this.restored, refusedNetns: () => this.refusedNetns,
+      }),
+      onCni: (body, ctx) => invokeCni(plugin, body, ctx.signal, this.opts.cniDeadlineMs !== undefined ? { deadlineMs: this.opts.cniDeadlineMs } : {}),
       // The shim sends stdin (≤ 1 MiB) as a JSON string: escaping can grow it up to 6×, plus the env.
       maxBodyBytes: CNI_REQUEST_MAX_BYTES,
       onResponse: ({ status }) => this.metrics.pluginRequests.inc({ response_code: String(status) }),
@@ -246,6 +254,7 @@ export class Agent {
     this.readiness.set('informersSynced');
     this.log.info(`informers synced: ${controller.pods.size} pods on node ${cfg.nodeName}, ${controller.namespaces.size} namespaces`);
 
+    await stage('startup snapshot', async () => { await this.opts.beforeSnapshot?.(); });
     const pods = activeAmbientPods(controller.pods.list(), cfg.systemNamespace);
     try {
       this.snapshot = await restoreSnapshot({ pods, dataplane: this.node.dataplane, procRoot: cfg.hostProcRoot, reconcileRules: cfg.reconcilePodRulesOnStartup });
@@ -255,6 +264,8 @@ export class Agent {
       this.log.error(`startup snapshot failed: ${(err as Error).message}`);
     }
     await this.drainDelQueue();
+    if (this.stopping) throw new AgentStartError('startup snapshot', new Error('agent is stopping'));
+    this.restored = true;
     this.readiness.set('snapshotReconciled');
 
     this.node.listen();
@@ -336,6 +347,7 @@ export class Agent {
   private async doStop(opts: StopOptions): Promise<StopResult> {
     for (const c of ['installed', 'informersSynced', 'snapshotReconciled'] as const) this.readiness.clear(c);
     if (this.config.nodeReadinessTaint) this.readiness.clear('nodeUntainted');
+    this.restored = false;
     if (this.starting) {
       // A start still waiting is released: the informers (sync) or the installer (waiting for a
       // primary CNI config) are stopped, and its next stage gives up.
@@ -395,30 +407,6 @@ export class Agent {
     return { cleanedUp, reason: decision.reason };
   }
 
-  /** One `POST /v1/cni`: parsed, run by the plugin layer under a deadline; 'not-ready' makes the shim retry. */
-  private async cniInvocation(plugin: CniPlugin, body: Buffer, signal: AbortSignal): Promise<CniReply | 'not-ready'> {
-    const fail = (e: CniError): CniReply => ({ exitCode: 1, stdout: `${JSON.stringify(e.toJSON(CURRENT_VERSION))}\n` });
-    let inv;
-    try {
-      inv = parseInvocation(body);
-    } catch (err) {
-      if (err instanceof CniError) return fail(err);
-      throw err;
-    }
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<CniReply>((resolve) => {
-      timer = setTimeout(() => resolve(fail(new CniError(CNI_CODES.TRY_AGAIN, `podwire: CNI ${inv.command} did not finish within ${CNI_INVOCATION_TIMEOUT_MS} ms`))), CNI_INVOCATION_TIMEOUT_MS);
-    });
-    try {
-      return await Promise.race([plugin.handle(inv, signal), deadline]);
-    } catch (err) {
-      if (err instanceof AgentNotReadyError) return 'not-ready';
-      throw err;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   /**
    * DELs the shim queued while no agent answered. The pod is taken out when
    * the record names the netns it is enrolled with, when the startup snapshot
@@ -436,17 +424,32 @@ export class Agent {
       const same = path !== '' && !!entry.netns?.isAt(path);
       const gone = (path === '' || !existsSync(path)) && !this.controller?.pods.list().some((p) => p.metadata?.uid === entry.pod.uid);
       if (same || !entry.netns || gone) {
-        await dp.unenroll(entry.pod, { podDeleted: true });
+        const c: CniController | undefined = this.controller;  // removePodFromMesh: H4's whole removal, when it exists
+        if (c?.removePodFromMesh) await c.removePodFromMesh(entry.pod.uid, { reason: 'queued-del' });
+        else await dp.unenroll(entry.pod, { podDeleted: true });
         this.log.info('queued CNI DEL: pod removed from the mesh', podFields(entry.pod));
       }
     };
     try {
       const r = await drainDelQueue(this.config.cniAgentRunDir, handle);
       if (r.records || r.malformed.length) this.log.info(`queued CNI DELs: ${r.handled}/${r.records} handled, ${r.malformed.length} malformed removed`);
+      if (r.skipped.length) this.log.warn(`queued CNI DELs: ${r.skipped.length} entries that are not regular files left in place: ${r.skipped.slice(0, 5).join(', ')}`);
       for (const f of r.failed) this.log.warn(`queued CNI DEL ${f.file} kept for the next start: ${f.error}`);
     } catch (err) {
       this.log.warn(`queued CNI DELs not read: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * The netns no CNI invocation may name as a pod's: the node's (the one the
+   * agent does host work in, and `<proc root>/1/ns/net`) and the agent's own.
+   */
+  private nodeNetns(): RefusedNetns[] {
+    const out: RefusedNetns[] = [{ ...this.host!.id, what: "the node's netns" }];
+    const init = netnsIdentity(`${this.config.hostProcRoot}/1/ns/net`);
+    if (init && !sameIdentity(init, this.host!.id)) out.push({ ...init, what: "the node's netns (host pid 1)" });
+    for (const own of ownNetns()) if (!out.some((o) => sameIdentity(o, own))) out.push(own);
+    return out;
   }
 
   /** Pods enrolled with a netns (what ztunnel redirects). */
