@@ -28,8 +28,8 @@ inline constexpr int64_t kDefaultAgentWaitMs = 10000;
 inline constexpr int64_t kDefaultAgentTimeoutMs = 30000;
 // Reading stdin: the runtime writes the config and closes the pipe at once; one that never
 // closes it would hold the shim forever. The bound is the config-independent default agent
-// timeout (the config is what is being read, so its own agent_timeout_ms is not known yet).
-inline constexpr int64_t kStdinTimeoutMs = kDefaultAgentTimeoutMs;
+// wait (the config is what is being read, so its own agent_wait_ms is not known yet).
+inline constexpr int64_t kStdinTimeoutMs = kDefaultAgentWaitMs;
 // The CRI capability: containerd passes the pod's annotations under runtimeConfig.
 inline constexpr std::string_view kPodAnnotationsCapability = "io.kubernetes.cri.pod-annotations";
 // Upstream's sidecar injector stamps it on every pod it injected: such a pod needs the plugin.

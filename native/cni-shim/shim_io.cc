@@ -307,6 +307,10 @@ QueueResult WriteDelRecord(const std::string& run_dir, const DelRecord& rec, siz
 AgentResult CallAgent(const AgentCall& c) {
   const int64_t start = c.start_ms >= 0 ? c.start_ms : MonotonicMs();
   const int64_t wait_deadline = start + c.wait_ms;
+  if (c.attempts_before > 0) {  // continuing an earlier call: the pause it did not make
+    int64_t left = wait_deadline - MonotonicMs();
+    if (left > 0) SleepMs(left < c.retry_interval_ms ? left : c.retry_interval_ms);
+  }
   for (int n = 1;; ++n) {
     const int attempt = c.attempts_before + n;
     Attempt a = Once(c);
