@@ -45,6 +45,7 @@ interface SetupOptions {
   refusedNetns?: RefusedNetns[];
   addPodToMesh?: CniPluginDeps['controller']['addPodToMesh'];
   client?: Partial<KubeClient>;
+  hostMountsRoot?: string;
 }
 
 function setup(opts: SetupOptions = {}) {
@@ -60,7 +61,7 @@ function setup(opts: SetupOptions = {}) {
     client: (opts.client ?? {}) as KubeClient,
     policy: { selectors: compileEnablementSelectors(DEFAULT_ENABLEMENT_SELECTORS), excludeNamespaces: new Set(), systemNamespace: 'istio-system' },
     dataplane: t.dp,
-    hostMountsRoot: '/',
+    hostMountsRoot: opts.hostMountsRoot ?? '/',
     ready: () => ready,
     lookup: { cacheWaitMs: 0 },
     ...(opts.refusedNetns ? { refusedNetns: () => opts.refusedNetns! } : {}),
@@ -179,20 +180,6 @@ describe.skipIf(!privileged())('CniPlugin: DEL and GC take out only the sandbox 
     await plugin.handle(inv('DEL', { CNI_CONTAINERID: 'c-new', CNI_NETNS: a.path, CNI_ARGS: podArgs('web') }));
     expect(heldAt(t, 'u-web', b.path)).toBe(true);
     expect(t.ztunnel.deleted).toEqual([]);
-    await t.dp.close();
-  });
-
-  it('GC releases by attachment: the one the runtime no longer holds goes, with its pod when the dataplane holds its netns', async () => {
-    const { plugin, pods, t } = setup();
-    const ns: Record<string, Awaited<ReturnType<typeof freshNetns>>> = {};
-    for (const n of ['a', 'b']) {
-      ns[n] = await freshNetns();
-      pods.push({ metadata: { name: n, namespace: 'mesh', uid: `u-${n}` }, spec: { containers: [] } });
-      await plugin.handle(inv('ADD', { CNI_CONTAINERID: `c-${n}`, CNI_NETNS: ns[n]!.path, CNI_ARGS: podArgs(n) }, conf({ prevResult: prev })));
-    }
-    await plugin.handle(inv('GC', {}, conf({ cniVersion: '1.1.0', 'cni.dev/valid-attachments': [{ containerID: 'c-b', ifname: 'eth0' }] })));
-    expect([t.dp.cache.has('u-a'), heldAt(t, 'u-b', ns.b!.path)]).toEqual([false, true]);
-    expect([...plugin.attachments.keys()]).toEqual(['c-b']);
     await t.dp.close();
   });
 
@@ -354,6 +341,7 @@ const ROWS: Row[] = [
   { code: 4, when: 'CNI_NETNS missing for ADD', run: async () => invokeCni((await rowSetup()).plugin, shimBody('ADD', { CNI_CONTAINERID: 'c' }), noSignal()) },
   { code: 4, when: 'CNI_ARGS not K=V pairs', run: async () => (await rowSetup()).add({}, { CNI_ARGS: 'junk' }) },
   { code: 4, when: 'CNI_NETNS not an absolute path', run: async () => (await rowSetup()).add({}, { CNI_NETNS: 'var/run/netns/x' }) },
+  { code: 4, when: 'CNI_NETNS whose .. leaves HOST_MOUNTS_ROOT', run: async () => (await rowSetup({ hostMountsRoot: '/run/netns' })).add({}, { CNI_NETNS: '/../../proc/1/ns/net' }) },
   { code: 6, when: 'config not JSON', run: async () => (await rowSetup()).plugin.handle(inv('ADD', { CNI_CONTAINERID: 'c', CNI_NETNS: '/x' }, '{"cniVersion":')) },
   { code: 6, when: 'config not an object', run: async () => (await rowSetup()).plugin.handle(inv('ADD', { CNI_CONTAINERID: 'c', CNI_NETNS: '/x' }, '["1.0.0"]')) },
   { code: 6, when: 'prevResult not an object', run: async () => (await rowSetup()).add({ prevResult: 'x' }) },
