@@ -7,7 +7,7 @@ export type ZdsErrorCode =
   | 'ZDS_NO_CONNECTION'
   /** ztunnel answered with a non-empty Ack.error; the text is in `nack`. */
   | 'ZDS_NACK'
-  /** A write, ack or hello deadline passed (the connection is closed). */
+  /** A write, ack, hello or admission deadline passed (the connection is closed). */
   | 'ZDS_TIMEOUT'
   /** The connection went away before the request was answered. */
   | 'ZDS_CONNECTION_CLOSED'
@@ -19,8 +19,22 @@ export type ZdsErrorCode =
   | 'ZDS_TOO_LARGE'
   /** A connection that had not said hello was closed to make room for newer ones (maxPendingHellos). */
   | 'ZDS_EVICTED'
-  /** A snapshot entry was skipped (bad uid or workload info, too large, closed netns); the rest was sent. */
-  | 'ZDS_BAD_ENTRY';
+  /**
+   * A connection was closed at once because a bound was reached: the admission queue
+   * (maxAdmissionQueue) or the routable connections (maxConnections). The peer may retry.
+   */
+  | 'ZDS_OVERLOAD'
+  /**
+   * A snapshot entry's add could not be encoded (bad workload info, too large): it was sent as
+   * `keep`, or left out when not even a keep can name it (no uid).
+   */
+  | 'ZDS_BAD_ENTRY'
+  /**
+   * A pod's netns could not be passed in a snapshot (dup failed: EMFILE/ENFILE, a closed handle
+   * still in the cache, a bad fd). The connection was closed instead of sending a snapshot with a
+   * hole; retryable (ztunnel reconnects and gets a fresh snapshot). The errno is in `cause`.
+   */
+  | 'ZDS_SNAPSHOT_INCOMPLETE';
 
 export class ZdsError extends Error {
   readonly code: ZdsErrorCode;

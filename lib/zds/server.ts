@@ -1,35 +1,67 @@
 // The node agent's side of ZDS: listens for ztunnel, sends each new
-// connection the whole pod snapshot, then live adds (to the newest
-// connection) and deletes (to every connection), strictly one request and
-// one ack at a time per connection. Behaviour follows istio-cni's
-// ztunnelserver (zds.md §3, istio-cni.md §5.9) with one deliberate change:
-// an ack timeout closes the connection, because a late ack would otherwise be
-// read as the answer to the next request (zds.md §3.4, §7).
+// connection the whole pod snapshot, then live adds (to one connection, see
+// "Routing") and deletes (to every connection), strictly one request and one
+// ack at a time per connection. Behaviour follows istio-cni's ztunnelserver
+// (zds.md §3, istio-cni.md §5.9) with deliberate changes, each against a
+// peer that is not a healthy ztunnel:
+// - An ack timeout closes the connection, because a late ack would otherwise
+//   be read as the answer to the next request (zds.md §3.4, §7).
 //
-// Overload behaviour (what an operator wants when something floods the
-// socket: a buggy client, a crash-looping sidecar, a local attacker without
-// allowedUids): the real ztunnel must still get its snapshot at once.
+// Routing (upstream: every add to the newest connection, which let a peer
+// that says hello and never acks swallow every enrollment):
+// - A connection has *proved* itself once it acked its whole snapshot
+//   (state 'ready'). It stays proved while it answers every request in time:
+//   one that does not is closed, so it is never chosen again.
+// - An add goes to the newest proved connection. Only when none has proved
+//   itself does it go to the newest one still in its snapshot.
+// - The add is also queued on every connection still in its snapshot, so a
+//   new ztunnel that takes over has every pod added while it was catching up.
+//   The caller gets the chosen connection's answer; when a connection proves
+//   itself while the chosen one has not, the add takes the proved one's.
+// - A real ztunnel restart thus keeps upstream's hand-over: the new
+//   connection becomes the target once it acked its snapshot; the old one is
+//   retired from adds but stays registered (deletes go to both, as upstream)
+//   until it goes away, and is the fallback if the new one fails. It is not
+//   closed: a ztunnel whose connection drops reconnects, and would then take
+//   the target back from the new one.
+// - An add that fails on its connection for transport reasons (EPIPE,
+//   ECONNRESET, ack timeout, protocol breakage: the connection is dropped)
+//   moves on to the next choice; it only fails when no connection is left.
+//
+// Bounds (what an operator wants when something floods the socket: a buggy
+// client, a crash-looping sidecar, a local attacker without allowedUids):
 // - Every connection is accepted right away (the backlog is always drained),
-//   and must say hello within helloTimeoutMs. At most maxPendingHellos
-//   connections may be waiting for their hello; beyond that the *oldest*
-//   silent one is closed (ZDS_EVICTED). ztunnel says hello right after
-//   connecting, so a real ztunnel is always among the newest and is never
-//   the one pushed out; refusing new connections instead would lock the
-//   real ztunnel out for as long as the flood lasts.
+//   and must say hello within helloTimeoutMs. At most maxPendingHellos may be
+//   waiting for their hello; beyond that the *oldest* silent one is closed
+//   (ZDS_EVICTED): ztunnel says hello right after connecting, so it is among
+//   the newest and not the one pushed out.
 // - Upstream's token bucket (5/s, burst 1) is applied after the hello, to
-//   the expensive part (building and sending a snapshot): it still absorbs
-//   a reconnect storm of a mismatched ztunnel, but silent connections never
-//   consume its tokens, so they cannot delay a connection that speaks.
-// - A connection is routable (podAdded/podDeleted) only once it said hello
-//   and was admitted, right before its snapshot is read from the provider:
-//   a silent connection is never picked as "the newest ztunnel", and no pod
-//   falls between the snapshot and the live updates.
-// - podAdded that fails on a connection for transport reasons (EPIPE,
-//   ECONNRESET, ack timeout, protocol breakage) drops it and retries on the
-//   next newest live connection; it only fails when none is left.
-// - The snapshot dups each netns fd only when its `add` is sent (one extra
-//   fd at a time, whatever the pod count), and skips (and reports) entries
-//   it cannot send instead of failing the whole snapshot.
+//   the expensive part (a snapshot). At most maxAdmissionQueue connections
+//   wait for a token, in order; one more is closed at once (ZDS_OVERLOAD),
+//   and each waits at most admissionTimeoutMs (ZDS_TIMEOUT). Refusing the
+//   newcomer (not the oldest) keeps the queue first-come first-served.
+// - At most maxConnections are routable; an admission beyond is refused
+//   (ZDS_OVERLOAD). Connections in their snapshot are bounded anyway (the
+//   token rate times the ack timeout): this bounds peers that complete the
+//   protocol and stay.
+// - A connection is routable only from its admission, right before its
+//   snapshot is read from the provider: a silent connection is never chosen,
+//   and no pod falls between the snapshot and the live updates.
+//
+// Snapshots never have holes (ztunnel drains every proxy the snapshot does
+// not name):
+// - Each netns fd is dup'ed only when its `add` is sent (one extra fd at a
+//   time, whatever the pod count).
+// - A dup that fails for lack of fds (EMFILE/ENFILE) closes the connection
+//   (ZDS_SNAPSHOT_INCOMPLETE: reported, counted, retryable; ztunnel
+//   reconnects). Any other failure (a closed handle) asks the provider again
+//   for that pod: gone means it left the cache meanwhile (its `del` follows on
+//   this connection; no hole), a new entry is sent instead, and a failure
+//   again closes the connection.
+// - An entry whose add cannot be encoded (bad workload info, too large) goes
+//   out as `keep` (ztunnel keeps what it runs for it); one without a usable
+//   uid, which no request can name, is left out. Both are reported
+//   (ZDS_BAD_ENTRY).
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -53,8 +85,8 @@ export interface ZdsPod extends ZdsWorkload {
   /**
    * The pod's netns (a Netns, an OwnedFd or an fd number), or undefined when
    * unknown (sent as `keep`). It is copied only when its `add` is sent: a
-   * Netns/OwnedFd closed before then is detected (the entry is skipped); a
-   * bare number must stay open until the snapshot is done.
+   * Netns/OwnedFd closed before then is detected (the provider is asked
+   * again for the pod); a bare number must stay open until the snapshot is done.
    */
   netns: FdLike | undefined;
 }
@@ -82,6 +114,12 @@ export interface ZdsServerOptions {
   helloTimeoutMs?: number;
   /** Connections allowed to wait for their hello at once; beyond, the oldest is closed (ZDS_EVICTED). Default 32. */
   maxPendingHellos?: number;
+  /** Connections allowed to wait for an admission token (said hello); one more is closed at once (ZDS_OVERLOAD). Default 16. */
+  maxAdmissionQueue?: number;
+  /** How long a connection may wait for its admission token. Default 5000. */
+  admissionTimeoutMs?: number;
+  /** Routable connections at most; an admission beyond is refused (ZDS_OVERLOAD). Default 64. */
+  maxConnections?: number;
   /** Default 5000 each. All timeouts are integers in ms, at most 2^31-1. */
   writeTimeoutMs?: number;
   ackTimeoutMs?: number;
@@ -93,11 +131,14 @@ export interface ZdsServerOptions {
   maxResponseBytes?: number;
   /**
    * Called with every warning (also emitted as 'warning'): snapshot entries
-   * skipped (ZDS_BAD_ENTRY, also counted in stats.skipped), accept errors.
+   * sent as keep or left out (ZDS_BAD_ENTRY, counted in stats.skipped),
+   * snapshots abandoned for a netns that cannot be passed
+   * (ZDS_SNAPSHOT_INCOMPLETE, stats.incompleteSnapshots), accept errors.
    */
   warn?: (err: Error) => void;
 }
 
+/** 'ready': the snapshot was acked, the connection has proved itself (a target for adds; see "Routing"). */
 export type ZdsConnectionState = 'hello' | 'snapshot' | 'ready' | 'closed';
 
 export interface ZdsConnectionInfo {
@@ -139,19 +180,60 @@ export interface ZdsServerStats {
   timeouts: number;
   /** Silent connections closed to make room for newer ones (maxPendingHellos). */
   evicted: number;
-  /** Snapshot entries that could not be sent (bad uid/info, too large, closed netns). */
+  /** Snapshot entries whose add could not be encoded (bad uid/info, too large): sent as keep, or left out without a uid. */
   skipped: number;
-  /** podAdded retried on an older connection after the chosen one failed. */
+  /** Snapshots abandoned (connection closed) because a netns could not be passed: never sent with a hole. */
+  incompleteSnapshots: number;
+  /** Connections closed because the admission queue or the routable connections were full. */
+  overloaded: number;
+  /** podAdded moved on to another connection after the chosen one failed. */
   failovers: number;
+}
+
+/** An fd a job holds: close() lets go of it (an own dup, or one share of a SharedFd). */
+interface FdHandle {
+  readonly fd: number;
+  close(): void;
+}
+
+/**
+ * One dup shared by the copies of one add (the chosen connection and those
+ * still in their snapshot): closed when the last holder lets go.
+ */
+class SharedFd {
+  readonly #own: OwnedFd;
+  #refs = 1;
+
+  constructor(own: OwnedFd) {
+    this.#own = own;
+  }
+
+  share(): FdHandle {
+    this.#refs++;
+    let held = true;
+    const own = this.#own;
+    return {
+      get fd() {
+        return own.fd;
+      },
+      close: () => {
+        if (!held) return;
+        held = false;
+        this.release();
+      },
+    };
+  }
+
+  release(): void {
+    if (--this.#refs === 0) this.#own.close();
+  }
 }
 
 interface Job {
   type: ZdsNackEvent['type'];
   uid: string | undefined;
   data: Buffer;
-  fd: OwnedFd | undefined;  // our own dup, closed once sent or failed (unless borrowed)
-  /** The fd is the caller's (podAdded keeps one dup across failover attempts): never closed here. */
-  borrowed?: boolean;
+  fd: FdHandle | undefined;  // closed once sent or failed
   resolve(ackError: string): void;
   reject(err: Error): void;
   settled: boolean;
@@ -195,11 +277,22 @@ function validateWorkload(pod: ZdsWorkload): void {
     if (typeof w[k] !== 'string') throw new TypeError(`pod.workloadInfo.${k} must be a string`);
 }
 
-/** Lets go of a job's fd: closed when the job owns it. */
-function dropFd(job: { fd: OwnedFd | undefined; borrowed?: boolean }): void {
-  if (!job.borrowed) job.fd?.close();
+/** Lets go of a job's fd. */
+function dropFd(job: { fd: FdHandle | undefined }): void {
+  job.fd?.close();
   job.fd = undefined;
 }
+
+// Out of fds (or kernel memory): the snapshot must not go on without the pod.
+const resourceShortage = (err: unknown): boolean => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'EMFILE' || code === 'ENFILE' || code === 'ENOMEM';
+};
+
+const usableUid = (p: unknown): string | undefined => {
+  const uid = typeof p === 'object' && p !== null ? (p as { uid?: unknown }).uid : undefined;
+  return typeof uid === 'string' && uid.length > 0 ? uid : undefined;
+};
 
 function dupFd(f: FdLike): OwnedFd {
   const n = typeof f === 'number' ? f : f.fd;
@@ -207,7 +300,8 @@ function dupFd(f: FdLike): OwnedFd {
   return new OwnedFd(native().fdDup(n));
 }
 
-type ConnOpts = Required<Omit<ZdsServerOptions, 'path' | 'mode' | 'provider' | 'allowedUids' | 'acceptsPerSecond' | 'maxPendingHellos' | 'warn'>>;
+type ConnOpts = Required<Omit<ZdsServerOptions, 'path' | 'mode' | 'provider' | 'allowedUids' | 'acceptsPerSecond' | 'maxPendingHellos'
+  | 'maxAdmissionQueue' | 'admissionTimeoutMs' | 'maxConnections' | 'warn'>>;
 
 class Connection {
   readonly id: number;
@@ -338,14 +432,18 @@ class Connection {
   async #snapshot(): Promise<void> {
     // A copy of the list (references only). Each entry is checked, encoded
     // and its netns dup'd only when its turn comes, so at most one extra fd
-    // is held whatever the pod count; an entry that cannot be sent is
-    // skipped and reported, never allowed to stop the snapshot for everyone.
-    // (A provider that throws is different: nothing trustworthy can be sent,
-    // and a partial snapshot would make ztunnel tear the rest down.)
+    // is held whatever the pod count. A netns that cannot be passed throws
+    // (ZDS_SNAPSHOT_INCOMPLETE) and closes the connection, as does a
+    // provider that throws: a partial snapshot would make ztunnel tear the
+    // missing pods down.
     const pods = [...await this.#server._snapshot()];
     for (const p of pods) {
       if (this.#isClosed()) return;
-      const job = this.#server._snapshotJob(p, this.id);
+      const job = await this.#server._snapshotJob(p, this.id);
+      if (this.#isClosed()) {
+        if (job) dropFd(job);
+        return;
+      }
       if (job) await this.#exchange(job);
     }
     if (!this.#isClosed()) {
@@ -458,24 +556,30 @@ export class ZdsServer extends EventEmitter {
   readonly #allowedUids: Set<number> | undefined;
   readonly #admitIntervalMs: number;
   readonly #maxPendingHellos: number;
+  readonly #maxAdmissionQueue: number;
+  readonly #admissionTimeoutMs: number;
+  readonly #maxConnections: number;
   readonly #warn: ((err: Error) => void) | undefined;
   readonly #connOpts: ConnOpts;
   #listener: UnixListener | undefined;
+  /** Every accepted connection not closed yet. */
+  #all = new Set<Connection>();
   /** Routable connections (said hello, admitted), oldest first. */
   #conns: Connection[] = [];
   /** Accepted connections still waiting for their hello, oldest first. */
   #greeting: Connection[] = [];
-  /** Said hello, waiting for an admission token. */
-  #admitting = new Set<Connection>();
+  /** Said hello, waiting for an admission token, first come first. */
+  #admitQueue: Array<{ conn: Connection; resolve(): void; timer: NodeJS.Timeout }> = [];
+  #admitTimer: NodeJS.Timeout | undefined;
+  #nextAdmit = 0;
+  /** podAdded calls waiting for something to change (a copy answered, a connection proved itself). */
+  #changed = new Set<() => void>();
   #nextId = 1;
   #closed = false;
   #acceptLoop: Promise<void> | undefined;
-  #admitChain: Promise<void> = Promise.resolve();
-  #nextAdmit = 0;
-  #admitWake: (() => void) | undefined;
   #stats: ZdsServerStats = {
     accepted: 0, rejected: 0, disconnects: 0, adds: 0, keeps: 0, dels: 0, snapshots: 0, nacks: 0, timeouts: 0,
-    evicted: 0, skipped: 0, failovers: 0,
+    evicted: 0, skipped: 0, incompleteSnapshots: 0, overloaded: 0, failovers: 0,
   };
 
   constructor(opts: ZdsServerOptions = {}) {
@@ -497,6 +601,9 @@ export class ZdsServer extends EventEmitter {
     this.#admitIntervalMs = 1000 / positive(opts.acceptsPerSecond, 5, 'acceptsPerSecond');
     if (this.#admitIntervalMs > MAX_TIMEOUT_MS) throw new RangeError(`acceptsPerSecond must be at least ${1000 / MAX_TIMEOUT_MS}`);
     this.#maxPendingHellos = positiveInt(opts.maxPendingHellos, 32, 'maxPendingHellos', 65_536);
+    this.#maxAdmissionQueue = positiveInt(opts.maxAdmissionQueue, 16, 'maxAdmissionQueue', 65_536);
+    this.#admissionTimeoutMs = optionalTimeout(opts.admissionTimeoutMs, 'admissionTimeoutMs', 5000);
+    this.#maxConnections = positiveInt(opts.maxConnections, 64, 'maxConnections', 65_536);
     this.#connOpts = {
       helloTimeoutMs: optionalTimeout(opts.helloTimeoutMs, 'helloTimeoutMs', 5000),
       writeTimeoutMs: optionalTimeout(opts.writeTimeoutMs, 'writeTimeoutMs', 5000),
@@ -528,6 +635,11 @@ export class ZdsServer extends EventEmitter {
     return this.#greeting.length;
   }
 
+  /** Connections that said hello and wait for an admission token. */
+  get admissionQueue(): number {
+    return this.#admitQueue.length;
+  }
+
   /** The routable connections (newest last). */
   connections(): ZdsConnectionInfo[] {
     return this.#conns.map((c) => c.info());
@@ -542,13 +654,16 @@ export class ZdsServer extends EventEmitter {
   }
 
   /**
-   * Sends `add` (+ the netns fd) to the newest connection and waits for its
-   * ack. ZDS_NO_CONNECTION when none; ZDS_NACK with ztunnel's text on a
-   * nack. When the connection fails instead (write error, EOF, ack timeout,
-   * protocol breakage: it is dropped), the add is retried on the next newest
-   * live connection; only when none is left does it fail, with the last
-   * connection's ZDS_TIMEOUT / ZDS_CONNECTION_CLOSED / ZDS_PROTOCOL.
-   * The netns fd is copied at once, so the caller may close it any time.
+   * Sends `add` (+ the netns fd) to the target connection and waits for its
+   * ack: the newest one that acked its snapshot, else (none has yet) the
+   * newest one in its snapshot; the add is also queued on every connection
+   * still in its snapshot (see "Routing" at the top). ZDS_NO_CONNECTION when
+   * none; ZDS_NACK with ztunnel's text on a nack. When the target fails
+   * instead (write error, EOF, ack timeout, protocol breakage: it is
+   * dropped), the next choice answers; only when none is left does it fail,
+   * with the last connection's ZDS_TIMEOUT / ZDS_CONNECTION_CLOSED /
+   * ZDS_PROTOCOL. The netns fd is copied at once (one copy for all
+   * connections), so the caller may close it any time.
    */
   async podAdded(pod: ZdsWorkload, netns: FdLike): Promise<void> {
     validateWorkload(pod);
@@ -556,37 +671,79 @@ export class ZdsServer extends EventEmitter {
     const data = encodeChecked({ type: 'add', uid: pod.uid, workloadInfo: pod.workloadInfo });
     if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
     if (this.#conns.length === 0) throw new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
-    const own = dupFd(netns);  // ours for every attempt (lent to each, closed here once done)
+    const fd = new SharedFd(dupFd(netns));
+    type Copy = { done: boolean; ack: string; error: Error | undefined };
+    const copies = new Map<Connection, Copy>();
+    let wake: (() => void) | undefined;
+    const changed = () => wake?.();
+    const send = (c: Connection): void => {
+      const copy: Copy = { done: false, ack: '', error: undefined };
+      copies.set(c, copy);
+      c.enqueue({ type: 'add', uid: pod.uid, data, fd: fd.share() }).then((ack) => {
+        copy.ack = ack;
+      }, (err: Error) => {
+        copy.error = err;
+      }).finally(() => {
+        copy.done = true;
+        changed();
+      });
+    };
+    this.#changed.add(changed);
     try {
-      const tried = new Set<Connection>();
+      const first = this.#pick(copies, false);
+      if (first === undefined) throw new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
+      let target: Connection = first;
+      send(target);
+      for (const c of this.#conns) if (c !== target && c.state !== 'ready' && c.state !== 'closed') send(c);
       let last: ZdsError | undefined;
+      let failedOver = false;
       for (;;) {
         if (this.#closed) throw new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server is closed');
-        let conn: Connection | undefined;
-        for (let i = this.#conns.length - 1; i >= 0; i--) {
-          const c = this.#conns[i]!;
-          if (!tried.has(c) && c.state !== 'closed') {
-            conn = c;
-            break;
+        const copy: Copy = copies.get(target)!;
+        if (copy.done) {
+          if (copy.error === undefined) {
+            if (copy.ack !== '') throw new ZdsError('ZDS_NACK', `got ack error: ${copy.ack}`, { nack: copy.ack, connection: target.id });
+            return;
           }
+          if (!connectionFailure(copy.error)) throw copy.error;
+          last = copy.error;  // that connection is closed and out of the list now
+          failedOver = true;
         }
-        if (!conn) throw last ?? new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
-        if (last) this.#stats.failovers++;
-        tried.add(conn);
-        let error: string;
-        try {
-          error = await conn.enqueue({ type: 'add', uid: pod.uid, data, fd: own, borrowed: true });
-        } catch (err) {
-          if (!connectionFailure(err)) throw err;
-          last = err;  // that connection is closed and out of the list now
-          continue;
+        // Move on when the target failed, or when it has not proved itself
+        // and another connection has (a proved one never waits for a newer one).
+        const next: Connection | undefined = copy.done ? this.#pick(copies, false) : target.state === 'ready' ? undefined : this.#pick(copies, true);
+        if (copy.done && next === undefined) throw last ?? new ZdsError('ZDS_NO_CONNECTION', 'no ztunnel connection');
+        if (next !== undefined && next !== target) {
+          target = next;
+          if (failedOver) this.#stats.failovers++;
+          failedOver = false;
+          if (!copies.has(target)) send(target);
+          continue;  // its copy may have been answered already
         }
-        if (error !== '') throw new ZdsError('ZDS_NACK', `got ack error: ${error}`, { nack: error, connection: conn.id });
-        return;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
       }
     } finally {
-      own.close();
+      this.#changed.delete(changed);
+      fd.release();
     }
+  }
+
+  // The newest live routable connection that has no failed copy of this add:
+  // a proved one ('ready') first; any other only when `provedOnly` is false
+  // and none has proved itself.
+  #pick(copies: Map<Connection, { done: boolean; error: Error | undefined }>, provedOnly: boolean): Connection | undefined {
+    let fallback: Connection | undefined;
+    for (let i = this.#conns.length - 1; i >= 0; i--) {
+      const c = this.#conns[i]!;
+      const copy = copies.get(c);
+      if (c.state === 'closed' || (copy?.done && copy.error !== undefined)) continue;
+      if (c.state === 'ready') return c;
+      fallback ??= c;
+    }
+    return provedOnly ? undefined : fallback;
   }
 
   /**
@@ -615,11 +772,12 @@ export class ZdsServer extends EventEmitter {
     if (this.#closed) return;
     this.#closed = true;
     this.#listener?.close();
-    this.#admitWake?.();
+    clearTimeout(this.#admitTimer);
+    this.#admitTimer = undefined;
     const reason = new ZdsError('ZDS_SERVER_CLOSED', 'ZDS server closed');
-    const conns = [...this.#greeting, ...this.#conns, ...this.#admitting];
+    const conns = [...this.#all];
     for (const c of conns) c.close(reason);
-    await Promise.allSettled([this.#acceptLoop, this.#admitChain, ...conns.map((c) => c.done)]);
+    await Promise.allSettled([this.#acceptLoop, ...conns.map((c) => c.done)]);
   }
 
   // Drains the backlog as fast as connections come: nothing is rate-limited
@@ -662,6 +820,7 @@ export class ZdsServer extends EventEmitter {
     }
     const conn = new Connection(this.#nextId++, sock, creds, this, this.#connOpts);
     if (conn.state === 'closed') return;
+    this.#all.add(conn);
     this.#greeting.push(conn);
     this.emit('connect', conn.info());
     while (this.#greeting.length > this.#maxPendingHellos) {
@@ -674,48 +833,77 @@ export class ZdsServer extends EventEmitter {
   }
 
   /**
-   * @internal The connection said hello: out of the hello pool, then through
-   * the token bucket (FIFO), then registered as the newest routable one.
+   * @internal The connection said hello: out of the hello pool, into the
+   * admission queue (bounded, with a deadline), then through the token
+   * bucket in order, then registered as the newest routable one. Resolves
+   * when it is routable or closed.
    */
   _admit(conn: Connection): Promise<void> {
     const i = this.#greeting.indexOf(conn);
     if (i >= 0) this.#greeting.splice(i, 1);
-    this.#admitting.add(conn);
-    const turn = this.#admitChain.then(async () => {
-      if (conn.state === 'closed' || this.#closed) return;  // gone while queued: no token used
+    if (conn.state === 'closed') return Promise.resolve();
+    if (this.#admitQueue.length >= this.#maxAdmissionQueue) {
+      this.#stats.overloaded++;
+      conn.close(new ZdsError('ZDS_OVERLOAD',
+        `ztunnel connection ${conn.id} closed: ${this.#maxAdmissionQueue} connections already wait for admission`, { connection: conn.id }));
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#stats.timeouts++;
+        conn.close(new ZdsError('ZDS_TIMEOUT',
+          `ztunnel connection ${conn.id}: no admission within ${this.#admissionTimeoutMs} ms`, { connection: conn.id }));
+      }, this.#admissionTimeoutMs);
+      this.#admitQueue.push({ conn, resolve, timer });
+      this.#pumpAdmissions();
+    });
+  }
+
+  // Admits the queue's head whenever a token is there; one timer for the next token.
+  #pumpAdmissions(): void {
+    if (this.#admitTimer !== undefined || this.#closed) return;
+    while (this.#admitQueue.length > 0) {
       const wait = this.#nextAdmit - Date.now();
       if (wait > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, wait);
-          this.#admitWake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.#admitWake = undefined;
+        this.#admitTimer = setTimeout(() => {
+          this.#admitTimer = undefined;
+          this.#pumpAdmissions();
+        }, wait);
+        return;
       }
-      if ((conn.state as ZdsConnectionState) === 'closed' || this.#closed) return;
-      this.#nextAdmit = Date.now() + this.#admitIntervalMs;
-      this.#admitting.delete(conn);
-      this.#conns.push(conn);
-    });
-    this.#admitChain = turn;
-    return turn;
+      const { conn, resolve, timer } = this.#admitQueue.shift()!;
+      clearTimeout(timer);
+      if (this.#conns.length >= this.#maxConnections) {
+        this.#stats.overloaded++;  // refused without using a token
+        conn.close(new ZdsError('ZDS_OVERLOAD',
+          `ztunnel connection ${conn.id} closed: ${this.#maxConnections} ztunnel connections already`, { connection: conn.id }));
+      } else {
+        this.#nextAdmit = Date.now() + this.#admitIntervalMs;
+        this.#conns.push(conn);
+      }
+      resolve();
+    }
   }
 
   /** @internal */
   _remove(conn: Connection, reason: ZdsError): void {
+    if (!this.#all.delete(conn)) return;
     let i = this.#conns.indexOf(conn);
     if (i >= 0) this.#conns.splice(i, 1);
     else if ((i = this.#greeting.indexOf(conn)) >= 0) this.#greeting.splice(i, 1);
-    else if (!this.#admitting.delete(conn)) return;
+    else if ((i = this.#admitQueue.findIndex((e) => e.conn === conn)) >= 0) {
+      const [e] = this.#admitQueue.splice(i, 1);
+      clearTimeout(e!.timer);
+      e!.resolve();
+    }
     this.#stats.disconnects++;
     this.emit('disconnect', conn.info(), reason);
   }
 
-  /** @internal */
+  /** @internal The connection acked its snapshot: it has proved itself (a target for adds). */
   _ready(conn: Connection): void {
     this.#stats.snapshots++;
+    for (const changed of [...this.#changed]) changed();
     this.emit('ready', conn.info());
   }
 
@@ -761,27 +949,72 @@ export class ZdsServer extends EventEmitter {
 
   /**
    * @internal One snapshot entry as a job (its own netns dup), or undefined
-   * when it cannot be sent: reported as ZDS_BAD_ENTRY and counted, and the
-   * snapshot goes on without it.
+   * when it is left out: no uid to name it, or gone from the provider when
+   * asked again. Throws ZDS_SNAPSHOT_INCOMPLETE (reported and counted) when
+   * its netns cannot be passed: the connection is closed instead of sending
+   * a snapshot with a hole (see the top of the file).
    */
-  _snapshotJob(p: ZdsPod, connection: number): Job | undefined {
-    let fd: OwnedFd | undefined;
+  async _snapshotJob(p: ZdsPod, connection: number): Promise<Job | undefined> {
+    const first = this.#entryJob(p, connection);
+    if (!('failed' in first)) return first.job;
+    let err = first.failed;
+    if (!resourceShortage(err)) {
+      // Most likely the handle was closed because the pod left the cache or
+      // got a new netns since the snapshot was read: what does the cache say now?
+      const uid = first.uid;
+      try {
+        const now = [...await this.#provider.snapshot()].find((q) => usableUid(q) === uid);
+        if (now === undefined) return undefined;  // gone: its del follows on this connection
+        const again = this.#entryJob(now, connection);
+        if (!('failed' in again)) return again.job;
+        err = again.failed;
+      } catch (e) {
+        err = e;
+      }
+    }
+    const why = err instanceof NetError ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err);
+    const e = new ZdsError('ZDS_SNAPSHOT_INCOMPLETE',
+      `ztunnel connection ${connection}: snapshot abandoned (connection closed for a fresh one): the netns of ${JSON.stringify(first.uid)} cannot be passed: ${why}`,
+      { cause: err, connection });
+    this.#stats.incompleteSnapshots++;
+    this._warn(e);
+    throw e;
+  }
+
+  // The job for one entry; `failed` when its netns cannot be dup'ed.
+  #entryJob(p: ZdsPod, connection: number): { job: Job | undefined } | { failed: unknown; uid: string } {
+    const job = (type: Job['type'], uid: string, data: Buffer, fd: FdHandle | undefined): Job =>
+      ({ type, uid, data, fd, resolve: () => {}, reject: () => {}, settled: false });
+    const bad = (what: string, err: unknown) => {
+      this.#stats.skipped++;
+      this._warn(new ZdsError('ZDS_BAD_ENTRY', `ztunnel connection ${connection}: snapshot entry ${what}: ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err, connection }));
+    };
+    const uid = usableUid(p);
+    if (uid === undefined) {
+      bad('left out', new TypeError('pod.uid must be a non-empty string'));
+      return { job: undefined };
+    }
+    let keep: Buffer;
+    try {
+      keep = encodeChecked({ type: 'keep', uid });
+    } catch (err) {
+      bad(`${JSON.stringify(uid.slice(0, 64))} left out`, err);
+      return { job: undefined };
+    }
+    if (p.netns === undefined) return { job: job('keep', uid, keep, undefined) };
+    let add: Buffer;
     try {
       validateWorkload(p);
-      const add = p.netns !== undefined;
-      const data = encodeChecked(add ? { type: 'add', uid: p.uid, workloadInfo: p.workloadInfo } : { type: 'keep', uid: p.uid });
-      if (add) fd = dupFd(p.netns!);  // EBADF: closed (the pod was removed meanwhile)
-      return { type: add ? 'add' : 'keep', uid: p.uid, data, fd, resolve: () => {}, reject: () => {}, settled: false };
+      add = encodeChecked({ type: 'add', uid, workloadInfo: p.workloadInfo });
     } catch (err) {
-      fd?.close();
-      const uid = typeof p === 'object' && p !== null && typeof p.uid === 'string' ? p.uid : undefined;
-      const why = err instanceof NetError && err.code === 'EBADF' ? 'its netns is closed'
-        : err instanceof Error ? err.message : String(err);
-      this.#stats.skipped++;
-      this._warn(new ZdsError('ZDS_BAD_ENTRY',
-        `ztunnel connection ${connection}: snapshot entry${uid === undefined ? '' : ` ${JSON.stringify(uid)}`} skipped: ${why}`,
-        { cause: err, connection }));
-      return undefined;
+      bad(`${JSON.stringify(uid)} sent as keep`, err);
+      return { job: job('keep', uid, keep, undefined) };
+    }
+    try {
+      return { job: job('add', uid, add, dupFd(p.netns)) };
+    } catch (err) {
+      return { failed: err, uid };
     }
   }
 }
