@@ -21,7 +21,7 @@ import { createPodEvent } from '../kube/events.js';
 import { Netns } from '../net/netns/netns.js';
 import type { Backend } from '../redirect/apply.js';
 import { selectBackend } from './backend-select.js';
-import { cniAddHandler, hostPath, netnsIdentity, ownNetns, sameIdentity, type CniController, type RefusedNetns } from '../cni/cmdadd.js';
+import { cniAddHandler, hostPath, netnsIdentity, ownNetns, sameIdentity, type RefusedNetns } from '../cni/cmdadd.js';
 import { selectionPolicy, type AgentConfig } from './config.js';
 import { DriftCheck } from './drift-check.js';
 import { startHealthServer, startMetricsServer, type HealthServer, type RunningServer } from './health.js';
@@ -420,13 +420,17 @@ export class Agent {
       const uid = r.podUid || this.controller?.pods.get(r.podName, r.podNamespace)?.metadata?.uid;
       const entry = uid ? dp.cache.get(uid) : undefined;
       if (!entry) return;
-      const path = r.netns ? hostPath(this.config.hostMountsRoot, r.netns) : '';
+      let path = '';
+      try {
+        if (r.netns) path = hostPath(this.config.hostMountsRoot, r.netns);
+      } catch {
+        // not a usable path: it proves nothing, like an empty one (and must not keep the record forever)
+      }
       const same = path !== '' && !!entry.netns?.isAt(path);
       const gone = (path === '' || !existsSync(path)) && !this.controller?.pods.list().some((p) => p.metadata?.uid === entry.pod.uid);
       if (same || !entry.netns || gone) {
-        const c: CniController | undefined = this.controller;  // removePodFromMesh: H4's whole removal, when it exists
-        if (c?.removePodFromMesh) await c.removePodFromMesh(entry.pod.uid, { reason: 'queued-del' });
-        else await dp.unenroll(entry.pod, { podDeleted: true });
+        // Wholly: ztunnel, probe set, in-pod rules, the controller's entry and the annotation.
+        await this.controller!.removePodFromMesh(entry.pod.uid, { reason: 'queued-del' });
         this.log.info('queued CNI DEL: pod removed from the mesh', podFields(entry.pod));
       }
     };

@@ -98,13 +98,13 @@ export function ownNetns(): RefusedNetns[] {
  * AmbientController satisfies it). `signal`: an aborted ADD rejects with a
  * retryable EnrollError and leaves nothing behind. `removePodFromMesh`: takes
  * a pod out wholly (ztunnel, probe set, in-pod rules, annotation, the
- * controller's entry) or not at all; absent, DEL/GC fall back to the dataplane's unenroll.
+ * controller's entry), or so that the next call finishes it.
  */
 export interface CniController {
   readonly pods: Informer<V1Pod>;
   readonly namespaces: Informer<V1Namespace>;
   addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts?: { signal?: AbortSignal }): Promise<void>;
-  removePodFromMesh?(uid: string, opts: { reason: 'cni-del' | 'cni-gc' | 'queued-del' }): Promise<unknown>;
+  removePodFromMesh(uid: string, opts: { reason: 'cni-del' | 'cni-gc' | 'queued-del' }): Promise<unknown>;
 }
 
 export interface CniAddDeps {

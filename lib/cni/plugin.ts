@@ -12,7 +12,8 @@
 // and UID but never a live netns. DEL and GC take a pod out only when the
 // sandbox they are about is the one the dataplane holds; when that cannot be
 // shown the pod stays enrolled (the informer's pod delete removes a pod that
-// is really gone), never the other way round.
+// is really gone), never the other way round. A removal is the controller's
+// removePodFromMesh: wholly, never half (the annotation and in-pod rules too).
 import type { V1Pod } from '@kubernetes/client-node';
 import { CniAddError, ownNetns, sameIdentity, sandboxNetns, type CniController, type NetnsIdentity, type RefusedNetns } from './cmdadd.js';
 import { lookupPod, PodLookupError, type PodLookupOptions } from './pod-lookup.js';
@@ -52,7 +53,8 @@ export interface CniPluginDeps {
   controller: CniController;
   client: KubeClient;
   policy: SelectionPolicy;
-  dataplane: Pick<Dataplane, 'unenroll' | 'verify' | 'cache'>;
+  /** What the plugin reads (the enrolled netns) and CHECK verifies; removal goes through the controller. */
+  dataplane: Pick<Dataplane, 'verify' | 'cache'>;
   /** HOST_MOUNTS_ROOT: CNI_NETNS is opened under it. */
   hostMountsRoot: string;
   /**
@@ -220,11 +222,9 @@ export class CniPlugin {
     }
   }
 
-  /** Takes a pod out of the mesh: wholly through the controller when it can, else the dataplane. */
+  /** Takes a pod out of the mesh wholly (ztunnel, probe set, in-pod rules, annotation, the controller's entry). */
   private async removeFromMesh(entry: CacheEntry, reason: 'cni-del' | 'cni-gc'): Promise<void> {
-    const c = this.deps.controller;
-    if (c.removePodFromMesh) await c.removePodFromMesh(entry.pod.uid, { reason });
-    else await this.deps.dataplane.unenroll(entry.pod, { podDeleted: true });
+    await this.deps.controller.removePodFromMesh(entry.pod.uid, { reason });
   }
 
   /** The netns the dataplane holds for an entry, while it holds it. */

@@ -53,11 +53,20 @@ function setup(opts: SetupOptions = {}) {
   const pods: V1Pod[] = [];
   const namespaces: V1Namespace[] = [{ metadata: { name: 'mesh', labels: { 'istio.io/dataplane-mode': 'ambient' } } }, { metadata: { name: 'plain' } }];
   let ready = opts.ready ?? true;
+  const removed: string[] = [];
   const enroll: CniPluginDeps['controller']['addPodToMesh'] = async (pod, ips, netnsPath) => {
     await t.dp.enroll({ uid: pod.metadata!.uid!, name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, ips }, netnsPath ? { netnsPath } : {});
   };
   const deps: CniPluginDeps = {
-    controller: { pods: cache(pods) as never, namespaces: cache(namespaces) as never, addPodToMesh: opts.addPodToMesh ?? enroll },
+    controller: {
+      pods: cache(pods) as never, namespaces: cache(namespaces) as never, addPodToMesh: opts.addPodToMesh ?? enroll,
+      // The dataplane part of the controller's removal (the annotation and controller entry are its own tests').
+      removePodFromMesh: async (uid) => {
+        removed.push(uid);
+        const e = t.dp.cache.get(uid);
+        if (e) await t.dp.unenroll(e.pod, { podDeleted: false });
+      },
+    },
     client: (opts.client ?? {}) as KubeClient,
     policy: { selectors: compileEnablementSelectors(DEFAULT_ENABLEMENT_SELECTORS), excludeNamespaces: new Set(), systemNamespace: 'istio-system' },
     dataplane: t.dp,
@@ -67,7 +76,7 @@ function setup(opts: SetupOptions = {}) {
     ...(opts.refusedNetns ? { refusedNetns: () => opts.refusedNetns! } : {}),
   };
   const plugin = new CniPlugin(deps);
-  return { t, plugin, pods, deps, enroll, setReady: (r: boolean) => { ready = r; } };
+  return { t, plugin, pods, deps, enroll, removed, setReady: (r: boolean) => { ready = r; } };
 }
 
 const conf = (extra: Record<string, unknown> = {}) => JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'istio-cni', ambient_enabled: true, exclude_namespaces: ['kube-system'], pod_namespace: 'istio-system', ...extra });
