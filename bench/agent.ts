@@ -44,7 +44,7 @@ import { scanPodNetns } from '../lib/ambient/proc-scan.js';
 import { Agent } from '../lib/agent/agent.js';
 import { parseAgentConfig, selectionPolicy, type AgentConfig } from '../lib/agent/config.js';
 import type { DriftRound } from '../lib/agent/drift-check.js';
-import { createLogging, type Logging } from '../lib/agent/log.js';
+import { createLogging, type Logging } from '../lib/util/log.js';
 import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from '../lib/agent/snapshot.js';
 import { Dataplane } from '../lib/dataplane/dataplane.js';
 import { IpsetProbeSet } from '../lib/dataplane/probe-set-ipset.js';
