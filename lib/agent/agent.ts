@@ -274,6 +274,7 @@ export class Agent {
     if (cfg.driftCheckIntervalMs > 0) {
       this.drift = new DriftCheck({
         dataplane: this.node.dataplane,
+        mesh: controller,  // a Running ambient pod the dataplane does not hold is drift too
         intervalMs: cfg.driftCheckIntervalMs,
         onDrift: (d) => this.reportDrift(d),
         onRound: (r) => this.log.debug(`drift check: ${r.checked} pods checked, ${r.drifted.length} drifted, ${r.durationMs.toFixed(1)} ms`),
@@ -472,6 +473,7 @@ export class Agent {
           backend,
           ...(backend === 'iptables' && cfg.forceIptablesBinary !== '' ? { iptablesMode: cfg.forceIptablesBinary } : {}),
           zdsPath: cfg.ztunnelUdsAddress,
+          hostProcRoot: cfg.hostProcRoot,  // the node's netns is refused as a pod's
           listen: false,
           ipv6: cfg.ipv6,
           dnsCapture: cfg.dnsCapture,
@@ -494,7 +496,7 @@ export class Agent {
     const dp = node.dataplane;
     const backend = this.backend!;
     return {
-      enroll: async (pod: PodInfo, o?: { netnsPath?: string }) => {
+      enroll: async (pod: PodInfo, o?: { netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }) => {
         const end = this.metrics.enrollDuration.startTimer({ backend });
         const r = await dp.enroll(pod, o);
         end();
@@ -505,6 +507,8 @@ export class Agent {
         const e = dp.cache.get(uid);
         return e && !e.leaving && e.netns && !e.netns.released ? e.pod : undefined;
       },
+      // Any entry, placeholders and half-removed ones included: the controller re-enrolls a pod the dataplane lost.
+      held: (uid) => dp.cache.get(uid)?.pod,
     };
   }
 
