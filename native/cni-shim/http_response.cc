@@ -70,18 +70,18 @@ std::string BuildRequestHead(size_t body_len) {
 // ---------------------------------------------------------------- response
 
 Response ParseResponse(std::string_view buf, bool eof, const ResponseLimits& limits) {
-  const std::string head_limit = "response head over " + std::to_string(limits.max_head) + " bytes";
-  size_t sl_end = buf.find("\r\n");
-  if (sl_end == std::string_view::npos ? buf.size() > limits.max_head : sl_end + 2 > limits.max_head) {
-    return Error(head_limit);
-  }
   // The status line's fixed part ("HTTP/1.x DDD"), as far as it came: bytes that can never
   // begin an answer are an error now, not a wait for more (the message quotes only the bytes up
   // to the first wrong one, so it is the same however the answer is split).
   static constexpr std::string_view kTemplate = "HTTP/1.# ###";
-  for (size_t k = 0; k < kTemplate.size() && k < buf.size() && k < sl_end; ++k) {
+  for (size_t k = 0; k < kTemplate.size() && k < buf.size() && k < limits.max_head; ++k) {
     bool ok = kTemplate[k] == '#' ? IsDigit(buf[k]) : buf[k] == kTemplate[k];
     if (!ok) return Error("bad status line \"" + Printable(buf.substr(0, k + 1)) + "\"");
+  }
+  const std::string head_limit = "response head over " + std::to_string(limits.max_head) + " bytes";
+  size_t sl_end = buf.find("\r\n");
+  if (sl_end == std::string_view::npos ? buf.size() > limits.max_head : sl_end + 2 > limits.max_head) {
+    return Error(head_limit);
   }
   if (sl_end == std::string_view::npos) {
     if (!eof) return Response{};

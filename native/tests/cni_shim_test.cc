@@ -505,8 +505,12 @@ TEST(ResponseOversized) {
   r = Parse(long_head);
   CHECK(r.kind == Response::Kind::kError);
   CHECK_EQ(r.error, std::string("response head over 65536 bytes"));
-  CHECK(Parse(std::string(kMaxResponseHead + 1, 'H')).kind == Response::Kind::kError);
-  CHECK(Parse(std::string(kMaxResponseHead, 'H')).kind == Response::Kind::kNeedMore);
+  const std::string sl = "HTTP/1.1 200 ";
+  CHECK(Parse(sl + std::string(kMaxResponseHead + 1 - sl.size(), 'H')).kind == Response::Kind::kError);
+  CHECK(Parse(sl + std::string(kMaxResponseHead - sl.size(), 'H')).kind == Response::Kind::kNeedMore);
+  // Bytes that can never begin a status line are an error at once, quoted up to the first wrong one.
+  CHECK_EQ(Parse("HTTP/2 200").error, std::string("bad status line \"HTTP/2\""));
+  CHECK_EQ(Parse("HTTP/1.1 20x OK\r\n").error, std::string("bad status line \"HTTP/1.1 20x\""));
   ResponseLimits small{64, 4};
   CHECK(ParseResponse("HTTP/1.1 200 OK\r\nX-Podwire-Cni-Exit: 0\r\nContent-Length: 5\r\n\r\nhello", false, small).kind ==
         Response::Kind::kError);
