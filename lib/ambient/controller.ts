@@ -36,7 +36,7 @@ export interface DataplaneLike {
    */
   enroll(pod: PodInfo, opts?: { netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }): Promise<unknown>;
   /** Dataplane.unenroll (resolves with its UnenrollResult). */
-  unenroll(pod: PodInfo, opts: { podDeleted: boolean; signal?: AbortSignal }): Promise<unknown>;
+  unenroll(pod: PodInfo, opts: { podDeleted: boolean; signal?: AbortSignal; ifNetns?: { dev: number; ino: number } }): Promise<unknown>;
   /** Any entry the dataplane has for the UID (also a placeholder or a half-removed one), for a removal. */
   held?(uid: string): PodInfo | undefined;
   /**
@@ -94,6 +94,8 @@ export interface MeshRemoval {
    * now belongs to another UID: left alone).
    */
   annotation: 'cleared' | 'none' | 'gone' | 'other-pod';
+  /** `ifNetns` was given and the dataplane held the pod in another netns (or none): nothing was done. */
+  skipped?: true;
 }
 
 /** What reenroll found and did. */
@@ -389,13 +391,15 @@ export class AmbientController {
    * left alone: no ZDS traffic for pods that were never in the mesh.
    * Serialised per UID.
    */
-  removePodFromMesh(uid: string, opts: { reason: MeshRemovalReason; signal?: AbortSignal }): Promise<MeshRemoval> {
+  removePodFromMesh(uid: string, opts: { reason: MeshRemovalReason; signal?: AbortSignal; ifNetns?: { dev: number; ino: number } }): Promise<MeshRemoval> {
     if (typeof uid !== 'string' || uid.length === 0) return Promise.reject(new TypeError('removePodFromMesh: uid must be a non-empty string'));
     if (!REMOVAL_REASONS.has(opts?.reason)) return Promise.reject(new TypeError(`removePodFromMesh: reason must be one of ${[...REMOVAL_REASONS].join(', ')}`));
-    return this.removals.run(uid, () => this.removeLocked(uid, opts.reason, opts.signal));
+    return this.removals.run(uid, () => this.removeLocked(uid, opts.reason, opts.signal, opts.ifNetns));
   }
 
-  private async removeLocked(uid: string, reason: MeshRemovalReason, signal: AbortSignal | undefined): Promise<MeshRemoval> {
+  // `ifNetns`: only while the dataplane holds the pod in that netns, checked under the dataplane's
+  // own per-pod lock (an ADD of a new sandbox serialises there, not on this controller's lock).
+  private async removeLocked(uid: string, reason: MeshRemovalReason, signal: AbortSignal | undefined, ifNetns?: { dev: number; ino: number }): Promise<MeshRemoval> {
     const done: string[] = [];
     const boundary = () => {
       if (signal?.aborted) throw new OperationAbortedError(uid, 'remove', done);
@@ -408,7 +412,13 @@ export class AmbientController {
     const meshed = info ?? (pod && (annotation === 'enabled' || annotation === 'pending') ? podInfoOf(pod) : undefined);
     const out: MeshRemoval = { uid, unenrolled: false, held: false, rulesRemoved: false, annotation: pod ? 'none' : 'gone' };
     if (!meshed) return out;
+    if (ifNetns && !removal?.dataplane) {
+      const r = (await this.opts.dataplane.unenroll(meshed, { podDeleted: false, ifNetns, ...(signal ? { signal } : {}) })) as { held?: boolean; rulesRemoved?: boolean; skipped?: true } | undefined;
+      if (r?.skipped) return { ...out, held: r.held ?? false, skipped: true };
+      (removal ??= { info: meshed }).dataplane = { held: r?.held ?? true, rulesRemoved: r?.rulesRemoved ?? false };
+    }
     if (!removal) this.removing.set(uid, removal = { info: meshed });
+    else this.removing.set(uid, removal);
     if (!removal.dataplane) {
       const r = (await this.opts.dataplane.unenroll(meshed, { podDeleted: false, ...(signal ? { signal } : {}) })) as { held?: boolean; rulesRemoved?: boolean } | undefined;
       removal.dataplane = { held: r?.held ?? true, rulesRemoved: r?.rulesRemoved ?? false };

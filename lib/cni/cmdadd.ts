@@ -104,7 +104,7 @@ export interface CniController {
   readonly pods: Informer<V1Pod>;
   readonly namespaces: Informer<V1Namespace>;
   addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts?: { signal?: AbortSignal }): Promise<void>;
-  removePodFromMesh(uid: string, opts: { reason: 'cni-del' | 'cni-gc' | 'queued-del' }): Promise<unknown>;
+  removePodFromMesh(uid: string, opts: { reason: 'cni-del' | 'cni-gc' | 'queued-del'; ifNetns?: NetnsIdentity }): Promise<unknown>;
 }
 
 export interface CniAddDeps {

@@ -223,8 +223,13 @@ export class CniPlugin {
   }
 
   /** Takes a pod out of the mesh wholly (ztunnel, probe set, in-pod rules, annotation, the controller's entry). */
-  private async removeFromMesh(entry: CacheEntry, reason: 'cni-del' | 'cni-gc'): Promise<void> {
-    await this.deps.controller.removePodFromMesh(entry.pod.uid, { reason });
+  // Only while the pod is still enrolled in the netns seen now: an ADD of a new sandbox that lands
+  // between this check and the removal is left alone (the dataplane re-checks under the pod's lock).
+  private async removeFromMesh(entry: CacheEntry, reason: 'cni-del' | 'cni-gc'): Promise<boolean> {
+    const ifNetns = CniPlugin.held(entry);
+    if (!ifNetns) return false;
+    const r = await this.deps.controller.removePodFromMesh(entry.pod.uid, { reason, ifNetns }) as { skipped?: true } | undefined;
+    return r?.skipped !== true;
   }
 
   /** The netns the dataplane holds for an entry, while it holds it. */
@@ -256,8 +261,7 @@ export class CniPlugin {
       entry = uid ? this.deps.dataplane.cache.get(uid) : undefined;
       ours = sameIdentity(CniPlugin.held(entry), given);
     }
-    if (entry && ours) {
-      await this.removeFromMesh(entry, 'cni-del');
+    if (entry && ours && await this.removeFromMesh(entry, 'cni-del')) {
       this.log('info', 'cni DEL: pod removed from the mesh', { pod: `${entry.pod.namespace}/${entry.pod.name}`, container: inv.containerId });
     } else if (entry) {
       this.log('info', 'cni DEL: not the enrolled sandbox; pod left in the mesh', { pod: `${entry.pod.namespace}/${entry.pod.name}`, container: inv.containerId });
@@ -293,8 +297,7 @@ export class CniPlugin {
     for (const att of [...this.attachments.values()]) {
       if (valid.has(`${att.containerId}/${att.ifname}`)) continue;
       const entry = this.deps.dataplane.cache.get(att.uid);
-      if (entry && sameIdentity(CniPlugin.held(entry), att.netns)) {
-        await this.removeFromMesh(entry, 'cni-gc');
+      if (entry && sameIdentity(CniPlugin.held(entry), att.netns) && await this.removeFromMesh(entry, 'cni-gc')) {
         this.log('info', 'cni GC: stale attachment released, pod removed from the mesh', { pod: `${att.namespace}/${att.name}`, container: att.containerId });
       } else {
         this.log('info', 'cni GC: stale attachment forgotten (not the enrolled sandbox)', { pod: `${att.namespace}/${att.name}`, container: att.containerId });

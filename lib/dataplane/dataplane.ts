@@ -68,12 +68,20 @@ export interface UnenrollOptions {
    * finishes the job.
    */
   signal?: AbortSignal;
+  /**
+   * Only if, by the time the pod's lock is held, the pod is enrolled in this
+   * netns: a late DEL of an old sandbox must not take out the sandbox an ADD
+   * enrolled meanwhile. Otherwise nothing is done (`skipped`).
+   */
+  ifNetns?: NetnsId;
 }
 
 export interface UnenrollResult {
   rulesRemoved: boolean;
   /** The dataplane had an entry for the pod (enrolled, placeholder or half-removed). */
   held: boolean;
+  /** `ifNetns` and the pod was not enrolled in that netns: nothing was done. */
+  skipped?: true;
 }
 
 export interface EnrollResult {
@@ -364,6 +372,10 @@ export class Dataplane {
       };
       boundary();
       const entry = this.cache.get(pod.uid);
+      if (opts.ifNetns) {
+        const id = entry?.netns && !entry.netns.released ? entry.netns.ns.id : undefined;
+        if (!id || id.dev !== opts.ifNetns.dev || id.ino !== opts.ifNetns.ino) return { rulesRemoved: false, held: entry !== undefined, skipped: true };
+      }
       if (entry) entry.leaving = true;
       let rulesRemoved = false;
       if (!opts.podDeleted) {
