@@ -13,7 +13,9 @@
 //      - + upstream's istio-cni plugin (built from the Go module proxy, bench/lib/istio-cni.ts),
 //        ambient and plain, the same agent serving its POST /cmdadd.
 //   2. The plugin exec'd alone (bench/lib/exec-timer.ts: a C posix_spawn loop): VERSION, and a
-//      STATUS forwarded to the running agent; /bin/true as the exec floor.
+//      STATUS forwarded to the running agent; /bin/true as the exec floor; and the ADDs it decides
+//      with the agent stopped (a run dir with no socket): a plain pod by the decision file, and
+//      a pod of an excluded namespace (decided before any agent contact). Goal: ≤ 2 ms p50.
 //
 //   npm run bench:cni -- [--pods 40] [--rounds 2] [--execs 200] [--no-istio]
 //   (--pods per chain in all, split over --rounds turns of every chain)
@@ -27,7 +29,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Agent } from '../lib/agent/agent.js';
 import { parseAgentConfig } from '../lib/agent/config.js';
-import { createLogging } from '../lib/agent/log.js';
+import { createLogging } from '../lib/util/log.js';
+import { DECISION_FILE, DECISION_FILE_VERSION } from '../lib/cni/constants.js';
 import { createNode, removeNetns } from '../lib/demo/topology.js';
 import { INSTALL_SETTINGS, parseInstallConfig } from '../lib/install/config.js';
 import { KubeClient } from '../lib/kube/client.js';
@@ -269,7 +272,20 @@ async function main(): Promise<void> {
         };
         const addConf = JSON.stringify({ ...entry, cniVersion: list.cniVersion, name: list.name, prevResult: { cniVersion: list.cniVersion, interfaces: [{ name: 'eth0', sandbox: addEnv.CNI_NETNS }], ips: [{ address: '10.88.7.250/24', interface: 0 }], routes: [], dns: {} } });
         await check([installed], addConf, addEnv);
+        // The agent stopped: a run dir without its socket, with a decision file as the agent leaves it.
+        const downRun = join(root, 'run-down');
+        mkdirSync(downRun, { mode: 0o700 });
+        writeFileSync(join(downRun, DECISION_FILE), JSON.stringify({
+          version: DECISION_FILE_VERSION, generation: 1, writtenAtMs: Date.now(), node: nodeName, excludeNamespaces: ['kube-system'],
+          meshNamespaces: [ambientNs], pods: [{ namespace: plainNs, name: 'exec-probe', uid: probe.metadata!.uid!, mesh: false }],
+        }), { mode: 0o600 });
+        const downConf = JSON.stringify({ ...JSON.parse(addConf) as Record<string, unknown>, cni_agent_run_dir: downRun, exclude_namespaces: ['kube-system'] });
+        const excludedEnv = { ...addEnv, CNI_ARGS: 'K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-0;K8S_POD_INFRA_CONTAINER_ID=a0b1c2d3e4f5;IgnoreUnknown=1' };
+        await check([SHIM], downConf, addEnv);
+        await check([SHIM], downConf, excludedEnv);
         execs = {
+          'podwire-cni ADD, plain pod, agent stopped (decision file)': await timer.run(EXECS, [SHIM], downConf, addEnv),
+          'podwire-cni ADD, excluded namespace, no agent': await timer.run(EXECS, [SHIM], downConf, excludedEnv),
           'exec floor: /bin/true': await timer.run(EXECS, ['/bin/true'], '', cniEnv('VERSION')),
           'podwire-cni VERSION': await timer.run(EXECS, [installed], netconf('1.1.0'), cniEnv('VERSION')),
           'podwire-cni STATUS (forwarded to the agent)': await timer.run(EXECS, [installed], netconf('1.1.0'), cniEnv('STATUS')),
@@ -334,6 +350,13 @@ async function main(): Promise<void> {
       ...(isAmbient ? { istioAmbient: { p50Ms: added(isAmbient, 0.5), p90Ms: added(isAmbient, 0.9), stopRemoveP50Ms: addedRemove(isAmbient) } } : {}),
       ...(isPlain ? { istioPlain: { p50Ms: added(isPlain, 0.5), p90Ms: added(isPlain, 0.9), stopRemoveP50Ms: addedRemove(isPlain) } } : {}),
     };
+    const down = (label: string) => execs[label] && ms2(quantile(sorted(execs[label]!), 0.5));
+    const plainDown = down('podwire-cni ADD, plain pod, agent stopped (decision file)');
+    doc.agentStopped = {
+      note: 'podwire-cni exec, spawn to exit, p50 ms: ADDs decided without the agent (docs/cni-protocol.md)',
+      plainPodByDecisionFileP50Ms: plainDown, excludedNamespaceP50Ms: down('podwire-cni ADD, excluded namespace, no agent'),
+      goalP50Ms: 2, met: (plainDown ?? Infinity) <= 2,
+    };
     const commit = (() => { try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim(); } catch { return undefined; } })();
     doc.setup = {
       commit, sandboxesPerChain: per * ROUNDS, rounds: ROUNDS, execs: EXECS, loadAverageAtEnd: loadavg().map((x) => Math.round(x * 100) / 100),
@@ -344,7 +367,7 @@ async function main(): Promise<void> {
       istio: istio.path ? { plugin: `istio.io/istio/cni/cmd/istio-cni@${ISTIO_VERSION} (built from the Go module proxy)`, builtNow: istio.built, buildSeconds: istio.seconds, apiserverVia: 'a TCP forwarder in the node netns (127.0.0.1:<apiserver port> → the apiserver), in the bench process' } : { skipped: istio.why },
     };
     writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
-    console.log(JSON.stringify(doc.added, null, 2));
+    console.log(JSON.stringify({ added: doc.added, agentStopped: doc.agentStopped }, null, 2));
   } finally {
     await agent?.stop({ cleanup: true }).catch((e: Error) => console.error(`agent stop: ${e.message}`));
     agentClient?.close();
