@@ -313,42 +313,6 @@ export function passThrough(prevResult: unknown, to: CniVersion): string {
   return printResult(prevResult === undefined || prevResult === null ? undefined : parsePrevResult(prevResult, to), to);
 }
 
-// ---------------------------------------------------------------- the object form (used by lib/cni/plugin.ts)
-
-function list(r: Obj, key: string): Obj[] | undefined {
-  const v = r[key];
-  if (v === undefined || v === null) return undefined;
-  if (!Array.isArray(v) || !v.every(isObj)) throw bad(`${key} must be a list of objects`);
-  return v as Obj[];
-}
-
-/** Converts a result (any supported version) to `to` as an object (not upstream's bytes: see printResult). */
-export function convertResult(result: unknown, to: CniVersion): Obj {
-  if (!isObj(result)) throw bad('must be an object');
-  const out: Obj = { cniVersion: to };
-  const interfaces = list(result, 'interfaces');
-  if (interfaces?.length) out.interfaces = interfaces;
-  const ips = list(result, 'ips');
-  if (ips?.length) {
-    out.ips = ips.map((x, i) => {
-      if (typeof x.address !== 'string') throw bad(`ips[${i}].address must be a CIDR string`);
-      const { version: _drop, ...rest } = x;
-      return isV1(to) ? rest : { version: x.address.includes(':') ? '6' : '4', ...rest };
-    });
-  }
-  const routes = list(result, 'routes');
-  if (routes?.length) out.routes = routes;
-  const dns = result.dns;
-  if (dns !== undefined && dns !== null && !isObj(dns)) throw bad('dns must be an object');
-  out.dns = dns ?? {};
-  return out;
-}
-
-/** An empty result of the config's version, as an object. */
-export function emptyResult(to: CniVersion): Obj {
-  return { cniVersion: to, dns: {} };
-}
-
 /** The pod IPs (address without the prefix length) of a result, in order. */
 export function resultIps(result: unknown): string[] {
   if (!isObj(result) || !Array.isArray(result.ips)) return [];

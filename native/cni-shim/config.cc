@@ -51,7 +51,9 @@ bool ParseConfig(std::string_view text, Config* cfg, ConfigError* err) {
   // The text is valid JSON from here on: what remains is checking shapes.
   JsonReader r(text);
   r.Ws();
-  if (r.Peek() != '{') return ConfigFail(err, kErrInvalidConfig, "the network configuration must be a JSON object");
+  // JSON that is not an object cannot be decoded into a network configuration at all: code 6, as
+  // the agent answers (docs/cni.md "Error codes"); a known field of the wrong type is 7.
+  if (r.Peek() != '{') return ConfigFail(err, kErrDecode, "the network configuration must be a JSON object");
   r.Expect('{', "");
   r.Ws();
   std::string key;
@@ -151,7 +153,8 @@ bool ParseConfig(std::string_view text, Config* cfg, ConfigError* err) {
         r.Value();
         cfg->prev_result = std::string(text.substr(start, r.pos() - start));
       } else {
-        return want("an object");
+        // A prevResult that is not an object does not decode (6), as the agent answers.
+        return ConfigFail(err, kErrDecode, "config field \"prevResult\" must be an object");
       }
     } else if (key == "runtimeConfig") {
       r.Value();

@@ -332,14 +332,15 @@ TEST(ConfigErrorsAreCode6ForJsonAnd7ForShape) {
   CHECK_EQ(CfgErrCode("{\"cniVersion\":\"1.0.0\",}"), kErrDecode);
   CHECK_EQ(CfgErrCode("{\"a\":\"\xFF\"}"), kErrDecode);
   CHECK_EQ(CfgErrCode("{} trailing"), kErrDecode);
+  // Valid JSON that does not decode into a configuration (not an object, a prevResult that is not one): 6.
+  for (const char* s : {"[]", "\"x\"", "null", "1", R"({"prevResult":[]})", R"({"prevResult":"{}"})"}) CHECK_EQ(CfgErrCode(s), kErrDecode);
   const char* shape[] = {
-      "[]", "\"x\"", "null", "1",
       R"({"cniVersion":1})", R"({"cniVersion":{}})", R"({"pod_namespace":[]})",
       R"({"exclude_namespaces":"kube-system"})", R"({"exclude_namespaces":[1]})", R"({"exclude_namespaces":["a",null]})",
       R"({"agent_wait_ms":1.5})", R"({"agent_wait_ms":1e3})", R"({"agent_wait_ms":-1})", R"({"agent_wait_ms":"10"})",
       R"({"agent_wait_ms":3600001})", R"({"agent_wait_ms":10000000000000000})", R"({"agent_timeout_ms":0})",
       R"({"agent_timeout_ms":true})", R"({"status_always_ok":"true"})", R"({"status_always_ok":1})",
-      R"({"prevResult":[]})", R"({"prevResult":"{}"})", R"({"cni_agent_run_dir":"relative/dir"})",
+      R"({"cni_agent_run_dir":"relative/dir"})",
       R"({"cni_agent_run_dir":""})", R"({"cni_agent_run_dir":"/a\u0000b"})", R"({"cni_agent_run_dir":7})",
   };
   for (const char* s : shape) {

@@ -12,7 +12,7 @@ import { CniError } from '../../lib/cni/errors.js';
 import { parseInvocation } from '../../lib/cni/invocation.js';
 import { replayPluginLogs } from '../../lib/cni/log-sink.js';
 import { parseNetConf } from '../../lib/cni/netconf.js';
-import { convertResult, emptyResult, resultIps } from '../../lib/cni/result.js';
+import { resultIps } from '../../lib/cni/result.js';
 import { sidecarEligibility } from '../../lib/cni/sidecar.js';
 import { createLogging } from '../../lib/util/log.js';
 
@@ -46,7 +46,7 @@ describe('network configuration', () => {
   });
   it('refuses what it cannot read, with the CNI code', () => {
     expect(code(() => parseNetConf('not json'))).toBe(6);
-    expect(code(() => parseNetConf('[]'))).toBe(7);
+    expect(code(() => parseNetConf('[]'))).toBe(6);
     expect(code(() => parseNetConf('{}'))).toBe(7);
     expect(code(() => parseNetConf('{"cniVersion":"0.2.0"}'))).toBe(1);
     expect(code(() => parseNetConf('{"cniVersion":"1.0.0","ambient_enabled":"yes"}'))).toBe(7);
@@ -55,24 +55,10 @@ describe('network configuration', () => {
   });
 });
 
-describe('prevResult conversion', () => {
-  it('0.4.0 → 1.0.0 drops the per-IP version and unknown top-level fields, keeps the rest', () => {
-    expect(convertResult(PREV_040, '1.0.0')).toEqual({
-      cniVersion: '1.0.0', interfaces: PREV_040.interfaces,
-      ips: [{ interface: 1, address: '10.244.0.5/24', gateway: '10.244.0.1' }, { interface: 1, address: 'fd00::5/64', gateway: 'fd00::1' }],
-      routes: PREV_040.routes, dns: PREV_040.dns,
-    });
-  });
-  it('1.x → 0.3.1 adds the version from the address family; same version is a round trip', () => {
-    const v1 = convertResult(PREV_040, '1.1.0');
-    const back = convertResult(v1, '0.3.1');
-    expect((back.ips as Array<{ version: string }>).map((i) => i.version)).toEqual(['4', '6']);
-    expect(convertResult(back, '0.4.0')).toEqual({ ...convertResult(PREV_040, '0.4.0') });
-  });
-  it('an empty result has dns, a malformed one is a decoding error', () => {
-    expect(emptyResult('1.0.0')).toEqual({ cniVersion: '1.0.0', dns: {} });
-    expect(code(() => convertResult({ cniVersion: '1.0.0', ips: [{ address: 5 }] }, '1.0.0'))).toBe(6);
+describe('prevResult IPs', () => {
+  it('are the addresses without their prefix length, in order', () => {
     expect(resultIps(PREV_040)).toEqual(['10.244.0.5', 'fd00::5']);
+    expect(resultIps({ cniVersion: '1.0.0', ips: [{ address: 5 }] })).toEqual([]);
   });
 });
 

@@ -258,7 +258,7 @@ describe.skipIf(!linux)('podwire-cni', () => {
     const shape = cniError(await runShim(cniEnv('ADD'), conf(run, { agent_wait_ms: 'soon' })));
     expect(shape.code).toBe(7);
     expect(shape.details).toContain('agent_wait_ms');
-    expect(cniError(await runShim(cniEnv('ADD'), '[]')).code).toBe(7);
+    expect(cniError(await runShim(cniEnv('ADD'), '[]')).code).toBe(6);  // JSON, but not a configuration: as the agent
     expect(agent.requests).toHaveLength(0);
   });
 
