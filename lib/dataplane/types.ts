@@ -1,6 +1,7 @@
 // The shapes the enrollment pipeline works with, and the interfaces of the
 // subsystems it drives. Real implementations live beside (rules: redirect/,
-// ztunnel: zds/, probe set: probe-set.ts); tests may inject fakes.
+// ztunnel: ztunnel-zds.ts over zds/, probe set: probe-set-ipset.ts / probe-set-nft.ts);
+// tests may inject fakes.
 import type { Netns } from '../net/netns/netns.js';
 
 export interface PodInfo {

@@ -1,5 +1,5 @@
 // nftEncode(commands) → { batch, msgCommand }: the IR built by
-// lib/net/nft-compile.ts as one nfnetlink batch. nftDecode(buffer) → objects:
+// lib/net/nft/lower.ts (sent by lib/net/nft/batch.ts) as one nfnetlink batch. nftDecode(buffer) → objects:
 // a batch or a dump read back. nftDumpRequest(...) → one dump request.
 #include "nft_binding.h"
 
