@@ -20,6 +20,7 @@
 // `kubectl taint nodes <node> cni.podwire.io/not-ready:NoSchedule-`.
 import { PatchStrategy, type V1Node, type V1Taint } from '@kubernetes/client-node';
 import { missingAccess } from '../kube/access.js';
+import { accessOf } from '../kube/permissions.js';
 import type { KubeClient } from '../kube/client.js';
 import { isKubeError, KubeError } from '../kube/errors.js';
 import { sleep, withRetry } from '../kube/retry.js';
@@ -62,8 +63,6 @@ export interface NodeGateOptions {
   /** Read-modify-write attempts on 409 Conflict (default 5). */
   conflictAttempts?: number;
 }
-
-const NEEDED = ['get', 'patch'] as const;
 
 export class NodeGate {
   readonly client: KubeClient;
@@ -176,7 +175,7 @@ export class NodeGate {
   }
 
   private reviewAccess(): Promise<string[]> {
-    return missingAccess(this.client, NEEDED.map((verb) => ({ resource: 'nodes', verb, name: this.nodeName })));
+    return missingAccess(this.client, accessOf('nodeTaint', this.nodeName));
   }
 
   private async probeAccess(): Promise<string[]> {

@@ -7,6 +7,7 @@
 import { KubeClient } from '../kube/client.js';
 import { isKubeError, KubeConfigError, KubeError } from '../kube/errors.js';
 import { podSpecFitsNode } from '../kube/node-affinity.js';
+import { AGENT_DAEMONSET_NAME } from '../kube/permissions.js';
 import { sleep } from '../kube/retry.js';
 import { checkTimeout } from '../util/timeout.js';
 
@@ -61,7 +62,7 @@ export async function decideCleanup(opts: SafeUpgradeOptions): Promise<CleanupDe
   const namespace = nonEmpty(opts.namespace, 'namespace');
   const nodeName = nonEmpty(opts.nodeName, 'nodeName');
   const disabled = bool(opts.disableSafeUpgrade, 'disableSafeUpgrade');
-  const name = nonEmpty(opts.daemonSetName ?? 'istio-cni-node', 'daemonSetName');
+  const name = nonEmpty(opts.daemonSetName ?? AGENT_DAEMONSET_NAME, 'daemonSetName');
   const istioOwned = bool(opts.istioOwnedConfig ?? false, 'istioOwnedConfig');
   const retryDelayMs = checkTimeout(opts.retryDelayMs ?? 1000, 'retryDelayMs', { allowZero: true });
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('decideCleanup: signal must be an AbortSignal');

@@ -2,7 +2,7 @@
 // operator sees why a pod was not enrolled or was repaired. The legacy
 // core/v1 shape (firstTimestamp/lastTimestamp/count/source) is what kubelet
 // and client-go's legacy recorder write, and what the agent's role allows
-// (create events in core and events.k8s.io).
+// (create events, core group).
 import { randomBytes } from 'node:crypto';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { CallOptions, KubeClient } from './client.js';

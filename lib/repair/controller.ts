@@ -22,7 +22,8 @@
 // bound to another node is never acted on.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from '../kube/client.js';
-import { missingAccess, type AccessAttributes } from '../kube/access.js';
+import { missingAccess } from '../kube/access.js';
+import { accessOf } from '../kube/permissions.js';
 import { isConflict, isKubeError, isNotFound } from '../kube/errors.js';
 import { createPodEvent } from '../kube/events.js';
 import { Informer } from '../kube/informer.js';
@@ -122,9 +123,8 @@ export class RepairRbacError extends Error {
 export async function checkRepairAccess(
   client: KubeClient, cfg: Pick<RepairSettings, 'deletePods' | 'labelPods'>, log?: RepairControllerOptions['log'],
 ): Promise<void> {
-  const wanted: AccessAttributes[] = [];
-  if (cfg.deletePods) wanted.push({ resource: 'pods', verb: 'delete' });
-  if (cfg.labelPods) wanted.push({ resource: 'pods', subresource: 'status', verb: 'patch' });
+  // Delete wins over label (fallback()), so label mode's permission is asked only without delete.
+  const wanted = cfg.deletePods ? accessOf('repairDelete') : cfg.labelPods ? accessOf('repairLabel') : [];
   if (wanted.length === 0) return;
   let missing: string[];
   try {

@@ -1,21 +1,25 @@
-// The ClusterRoles the node agent gets: what Istio's istio-cni chart grants
-// (clusterrole.yaml: base + ambient), least privilege, plus Events so the
-// agent can report an enrollment failure on the pod. The labelling repair
-// action writes through pods/status, which the base role already has. Pod
-// delete and node patch are separate roles, bound only when the feature that
-// needs them is on (REPAIR_DELETE_PODS, NODE_READINESS_TAINT); the agent
-// checks them at start and names what is missing. The chart (deploy/) will use
-// the same rules; tests check the agent is refused what is not here.
+// The ClusterRoles the node agent gets: exactly what its code calls (the table of
+// lib/kube/permissions.ts, by feature; test/kube/rbac-derived.test.ts records the agent's
+// requests against a real apiserver and checks these rules both ways: no request outside them,
+// no rule unused). Pod delete and node patch are separate roles, bound only when the feature
+// that needs them is on (REPAIR_DELETE_PODS, NODE_READINESS_TAINT); the agent checks them at
+// start and names what is missing. The chart (deploy/chart/podwire) has the same rules
+// (test/deploy/chart.test.ts). A literal, not generated from that table: plain node scripts
+// (controlplane.mjs) import it, and they cannot import TypeScript.
 export const AGENT_CLUSTER_ROLE = {
   apiVersion: 'rbac.authorization.k8s.io/v1',
   kind: 'ClusterRole',
   metadata: { name: 'podwire-agent' },
   rules: [
-    { apiGroups: [''], resources: ['pods', 'nodes', 'namespaces'], verbs: ['get', 'list', 'watch'] },
-    // ambient: the redirection annotation is written through the status subresource, as upstream.
-    { apiGroups: [''], resources: ['pods/status'], verbs: ['patch', 'update'] },
+    // Informers (this node's pods in every namespace; namespaces) and the CNI ADD's lookups.
+    { apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['get', 'list', 'watch'] },
+    // Shutdown decision: is the Node still targeted by the DaemonSet? (Nodes are never listed or watched.)
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get'] },
+    // The redirection annotation and repair's label: JSON merge patches through the status subresource, as upstream.
+    { apiGroups: [''], resources: ['pods/status'], verbs: ['patch'] },
     { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['istio-cni-node'], verbs: ['get'] },
-    { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    // Warning Events on pods, core/v1, each created once.
+    { apiGroups: [''], resources: ['events'], verbs: ['create'] },
   ],
 };
 

@@ -350,6 +350,14 @@ describeKube('Helm chart deploy/chart/podwire on the test kube-apiserver', () =>
     expect(await kubeFailure(patchPodMetadata(sa, { namespace: ns, name: 'app' }, { labels: { x: 'y' } }))).toMatchObject({ code: 'Forbidden', resource: 'pods' });
     expect(await kubeFailure(sa.call({ verb: 'list', resource: 'secrets', namespace: ns }, (o) => sa.core.listNamespacedSecret({ namespace: ns }, o)))).toMatchObject({ code: 'Forbidden' });
     expect(await kubeFailure(sa.call({ verb: 'get', resource: 'daemonsets', namespace: ns, name: 'other' }, (o) => sa.apps.readNamespacedDaemonSet({ namespace: ns, name: 'other' }, o)))).toMatchObject({ code: 'Forbidden' });
+    // Nor what upstream's role has and podwire's code never asks (test/kube/rbac-derived.test.ts): nodes list, pods/status update, events patch.
+    expect(await kubeFailure(sa.call({ verb: 'list', resource: 'nodes' }, (o) => sa.core.listNode({}, o)))).toMatchObject({ code: 'Forbidden', verb: 'list' });
+    const current = await admin.core.readNamespacedPod({ namespace: ns, name: 'app' });
+    expect(await kubeFailure(sa.call({ verb: 'update', resource: 'pods/status', namespace: ns, name: 'app' },
+      (o) => sa.core.replaceNamespacedPodStatus({ namespace: ns, name: 'app', body: current }, o)))).toMatchObject({ code: 'Forbidden', verb: 'update' });
+    const evName = ev.metadata!.name!;
+    expect(await kubeFailure(sa.call({ verb: 'patch', resource: 'events', namespace: ns, name: evName },
+      (o) => sa.core.patchNamespacedEvent({ namespace: ns, name: evName, body: { count: 2 } }, o), { contentType: PatchStrategy.MergePatch }))).toMatchObject({ code: 'Forbidden', verb: 'patch' });
 
     // Upgrade with repair.deletePods and the readiness gate: the two extra roles come, and with them the two calls.
     const upgrade = await helm.template(name, ns, { metricsService: { enabled: true }, repair: { deletePods: true }, nodeReadinessTaint: { enabled: true } });
