@@ -55,7 +55,7 @@ async function probeEntries(node: AgentTestNode): Promise<Map<string, string>> {
 }
 
 /** A node, a namespace, an agent and a ztunnel-like peer, all removed after the test. */
-async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Record<string, string> } = {}) {
+async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Record<string, string>; beforeSnapshot?: () => Promise<void> } = {}) {
   const node = await AgentTestNode.create();
   cleanups.push(() => node.teardown());
   const admin = adminClient();
@@ -68,6 +68,7 @@ async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Rec
     client: agentClient(),
     logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'info' }, json: true, sink: { write: (l: string) => logs.push(l) } }),
     hostRuleRetryMs: 100,
+    ...(opts.beforeSnapshot ? { beforeSnapshot: opts.beforeSnapshot } : {}),
   });
   cleanups.push(() => agent.stop({ cleanup: true }));
   const peer = new ZtunnelPeer({ path: node.zdsPath, backoffMaxMs: 200 });
@@ -185,13 +186,19 @@ describeKube('podwire agent (in-process)', () => {
   }, 60_000);
 
   it.skipIf(!privileged('nft'))('/readyz is 503 until the snapshot is restored and after stop; stop keeps host rules on upgrade, removes them on uninstall', async () => {
-    const { node, agent, admin } = await setup();
+    // Held at the startup snapshot: health answers, readiness is 503 and names what is missing.
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    let reached!: () => void;
+    const atSnapshot = new Promise<void>((r) => { reached = r; });
+    const { node, agent, admin } = await setup({ beforeSnapshot: async () => { reached(); await held; } });
     const started = agent.start();
-    // Health answers during start; readiness waits for informers + snapshot.
-    const early = await until('health listening', async () => httpGet({ host: '127.0.0.1', port: agent.config.healthPort }, '/readyz'));
+    await atSnapshot;
+    const early = await httpGet({ host: '127.0.0.1', port: agent.config.healthPort }, '/readyz');
+    expect(early.status).toBe(503);
+    expect(early.body).toBe('not ready: snapshotReconciled\n');
+    release();
     await started;
-    expect([503, 200]).toContain(early.status);
-    if (early.status === 503) expect(early.body).toMatch(/not ready: .*(informersSynced|snapshotReconciled)/);
     expect((await httpGet({ host: '127.0.0.1', port: agent.config.healthPort }, '/readyz')).status).toBe(200);
     const hostTable = () => execFileSync('ip', ['netns', 'exec', `${node.prefix}node`, 'nft', 'list', 'tables'], { encoding: 'utf8' });
     expect(hostTable()).toContain('inet istio-ambient-nat');
