@@ -39,8 +39,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { PatchStrategy, type V1Pod } from '@kubernetes/client-node';
-import { AmbientController } from '../lib/ambient/controller.js';
-import { scanPodNetns } from '../lib/ambient/proc-scan.js';
+import { AmbientController, podIps } from '../lib/ambient/controller.js';
+import { openPodNetns, scanPodNetns } from '../lib/dataplane/proc-scan.js';
 import { Agent } from '../lib/agent/agent.js';
 import { parseAgentConfig, selectionPolicy, type AgentConfig } from '../lib/agent/config.js';
 import type { DriftRound } from '../lib/agent/drift-check.js';
@@ -219,7 +219,8 @@ async function istioAgent(config: AgentConfig, client: KubeClient, logging: Logg
         return e && !e.leaving && e.netns && !e.netns.released ? e.pod : undefined;
       },
     },
-    resolveNetns: (pod: V1Pod) => scanPodNetns([pod.metadata!.uid!], { procRoot: config.hostProcRoot }).found.get(pod.metadata!.uid!)?.path,
+    // The handle is the controller's: it releases it after the enrollment.
+    resolveNetns: async (pod: V1Pod) => (await openPodNetns([{ uid: pod.metadata!.uid!, ips: podIps(pod) }], { procRoot: config.hostProcRoot })).found.get(pod.metadata!.uid!)?.ref,
     log: (level, message) => { if (level !== 'info') log[level](message); },
   });
   await controller.sync();
@@ -550,7 +551,7 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
     if (mode === 'podwire') {
       const sample = node.pods.filter((_, i) => i % Math.max(1, Math.floor(opts.pods / 20)) === 0);
       const s0 = performance.now();
-      for (const p of sample) if (!scanPodNetns([p.k8sUid], { procRoot: node.procRoot }).found.has(p.k8sUid)) throw new Error(`proc scan missed ${p.name}`);
+      for (const p of sample) if (!scanPodNetns([p.k8sUid], { procRoot: node.procRoot }).candidates.has(p.k8sUid)) throw new Error(`proc scan missed ${p.name}`);
       out.procScanMs = Math.round(((performance.now() - s0) / sample.length) * 100) / 100;
       log(`one proc scan over ${opts.pods + 1} pids: ${out.procScanMs} ms`);
     }

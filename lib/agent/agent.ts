@@ -10,9 +10,10 @@
 // (remove the host rule and sets) → release every netns fd.
 import { existsSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
-import { AmbientController, type DataplaneLike } from '../ambient/controller.js';
+import { AmbientController, podIps, type DataplaneLike } from '../ambient/controller.js';
 import { startCniEndpoint, type CniEndpoint } from '../cni/endpoint.js';
-import { scanPodNetns } from '../ambient/proc-scan.js';
+import { openPodNetns, scanPodNetns, type ProcScanResult } from '../dataplane/proc-scan.js';
+import type { NetnsRef } from '../dataplane/netns-ref.js';
 import { NodeDataplane } from '../dataplane/node.js';
 import type { PodInfo } from '../dataplane/types.js';
 import { KubeClient } from '../kube/client.js';
@@ -135,7 +136,7 @@ export class Agent {
   /** What the startup snapshot restored. */
   snapshot: SnapshotRestore | undefined;
   private host: Netns | undefined;
-  private lastScan: { at: number; found: Map<string, string> } | undefined;
+  private lastScan: { at: number; scan: ProcScanResult } | undefined;
   private readonly opts: AgentOptions;
   private readonly ownsClient: boolean;
   private synced = false;
@@ -257,7 +258,9 @@ export class Agent {
     await stage('startup snapshot', async () => { await this.opts.beforeSnapshot?.(); });
     const pods = activeAmbientPods(controller.pods.list(), cfg.systemNamespace);
     try {
-      this.snapshot = await restoreSnapshot({ pods, dataplane: this.node.dataplane, procRoot: cfg.hostProcRoot, reconcileRules: cfg.reconcilePodRulesOnStartup });
+      this.snapshot = await restoreSnapshot({
+        pods, dataplane: this.node.dataplane, procRoot: cfg.hostProcRoot, reconcileRules: cfg.reconcilePodRulesOnStartup, ownerExists: this.podExists(),
+      });
       this.logSnapshot(this.snapshot);
     } catch (err) {
       // As upstream: a failed snapshot is logged, not fatal (the informers re-add pods).
@@ -277,8 +280,10 @@ export class Agent {
         mesh: controller,  // a Running ambient pod the dataplane does not hold is drift too
         intervalMs: cfg.driftCheckIntervalMs,
         onDrift: (d) => this.reportDrift(d),
-        onRound: (r) => this.log.debug(`drift check: ${r.checked} pods checked, ${r.drifted.length} drifted, ${r.durationMs.toFixed(1)} ms`),
+        onRound: (r) => this.log.debug(`drift check: ${r.checked} pods checked, ${r.drifted.length} drifted, ${r.pruned.length} orphan probe entries pruned, ${r.durationMs.toFixed(1)} ms`),
         onError: (err) => this.log.warn(`drift check: ${(err as Error).message}`),
+        // Probe entries of pods that no longer exist (deleted while no agent ran) go, snapshot complete or not.
+        pruneOrphans: () => this.node!.dataplane.pruneOrphanProbes(this.podExists()),
       });
       this.drift.start();
     }
@@ -287,7 +292,7 @@ export class Agent {
       // The ambient informer already lists and watches exactly this node's pods: share it unless repair selects differently.
       const shared = r.nodeName === cfg.nodeName && r.fieldSelectors.trim() === '' && r.labelSelectors.trim() === '';
       const repair = new RepairController({
-        client: this.client, config: r, resolveNetns: (pod) => this.findNetns(pod), accessChecked: true,
+        client: this.client, config: r, resolveNetns: (pod) => this.findNetnsPath(pod), accessChecked: true,
         ...(shared ? { sharedPods: controller.pods } : {}),
         ambient: ambientRepairHook(controller, (pod) => this.findNetns(pod)),
         onRepaired: (type, result) => this.metrics.podsRepaired.inc({ type, result }),
@@ -420,7 +425,11 @@ export class Agent {
     const handle = async (r: DelRecord) => {
       const uid = r.podUid || this.controller?.pods.get(r.podName, r.podNamespace)?.metadata?.uid;
       const entry = uid ? dp.cache.get(uid) : undefined;
-      if (!entry) return;
+      if (!entry) {
+        // Deleted while no agent ran and not restored: only its probe entries may be left.
+        if (uid && !this.podExists()(uid)) await dp.releaseProbes(uid);
+        return;
+      }
       let path = '';
       try {
         if (r.netns) path = hostPath(this.config.hostMountsRoot, r.netns);
@@ -496,7 +505,7 @@ export class Agent {
     const dp = node.dataplane;
     const backend = this.backend!;
     return {
-      enroll: async (pod: PodInfo, o?: { netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }) => {
+      enroll: async (pod: PodInfo, o?: { netns?: NetnsRef; netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }) => {
         const end = this.metrics.enrollDuration.startTimer({ backend });
         const r = await dp.enroll(pod, o);
         end();
@@ -512,26 +521,57 @@ export class Agent {
     };
   }
 
+  /** Whether a pod with a UID exists in the (synced) informer, as of this call. */
+  private podExists(): (uid: string) => boolean {
+    const uids = new Set((this.controller?.pods.list() ?? []).map((p) => p.metadata?.uid));
+    return (uid) => uids.has(uid);
+  }
+
   /**
-   * The informer path's netns (§5.10). One proc scan looks for every pod of
-   * this node at once and is reused for a second, so a namespace label that
-   * enrolls a hundred pods walks /proc once, not a hundred times; a pod the
-   * last scan did not find always gets a fresh one (it may have just started).
+   * The informer path's netns (§5.10), proved and open: the caller owns the
+   * handle (the controller releases it after the enrollment). One proc walk
+   * looks for every pod of this node at once and is reused for a second, so
+   * a namespace label that enrolls a hundred pods walks /proc once, not a
+   * hundred times; each pod's candidates are opened and proved at the call
+   * (inode, not the node's, holds a pod IP), so a reused walk can only miss,
+   * never mislead, and a miss gets a fresh walk.
    */
-  private findNetns(pod: V1Pod): string | undefined {
+  private async findNetns(pod: V1Pod): Promise<NetnsRef | undefined> {
     const uid = pod.metadata?.uid;
     if (!uid) return undefined;
-    const recent = this.lastScan && Date.now() - this.lastScan.at < SCAN_REUSE_MS ? this.lastScan.found.get(uid) : undefined;
-    if (recent && existsSync(recent)) return recent;  // its process may have exited since: then scan again
+    const procRoot = this.config.hostProcRoot;
+    const want = [{ uid, ips: podIps(pod) }];
+    const fields = podFields({ namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid });
     try {
+      const last = this.lastScan;
+      if (last && Date.now() - last.at < SCAN_REUSE_MS && last.scan.candidates.has(uid)) {
+        const r = await openPodNetns(want, { procRoot, scan: last.scan });
+        const f = r.found.get(uid);
+        if (f) return f.ref;
+      }
       const uids = new Set([uid, ...(this.controller?.pods.list() ?? []).map((p) => p.metadata?.uid).filter((u): u is string => !!u)]);
-      const r = scanPodNetns(uids, { procRoot: this.config.hostProcRoot });
-      this.lastScan = { at: Date.now(), found: new Map([...r.found].map(([u, n]) => [u, n.path])) };
-      return this.lastScan.found.get(uid);
+      const scan = scanPodNetns(uids, { procRoot });
+      this.lastScan = { at: Date.now(), scan };
+      const r = await openPodNetns(want, { procRoot, scan });
+      for (const x of r.refused) {
+        const m = `proc scan: netns of pid ${x.candidate.pid} refused: ${x.reason}${x.error ? ` (${x.error})` : ''}`;
+        if (x.reason === 'no-ips' || x.reason === 'gone') this.log.debug(m, fields);
+        else this.log.warn(m, fields);
+      }
+      return r.found.get(uid)?.ref;
     } catch (err) {
-      this.log.warn(`proc scan: ${(err as Error).message}`, podFields({ namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid }));
+      this.log.warn(`proc scan: ${(err as Error).message}`, fields);
       return undefined;
     }
+  }
+
+  /** findNetns for the repair controller, which takes a path (proved at the lookup, reopened by the repair). */
+  private async findNetnsPath(pod: V1Pod): Promise<string | undefined> {
+    const ref = await this.findNetns(pod);
+    if (!ref) return undefined;
+    const path = ref.ns.path;
+    ref.release();
+    return path;
   }
 
   private bindZdsMetrics(node: NodeDataplane): void {
@@ -550,6 +590,7 @@ export class Agent {
     const r = s.report;
     this.log.info(`startup snapshot: ${r.pods} pods, ${r.repaired.length} repaired, ${r.failed.length} failed, ${r.probeEntries} probe entries, ${r.pruned.length} pruned${r.complete ? '' : ' (incomplete: nothing pruned)'} in ${s.durationMs.toFixed(1)} ms`);
     for (const uid of s.scan.missing) this.log.warn('startup snapshot: netns not found by the proc scan; the informers will retry', { uid });
+    for (const x of s.scan.refused) if (x.reason !== 'no-ips') this.log.warn(`startup snapshot: netns of pid ${x.candidate.pid} refused: ${x.reason}`, { uid: x.uid });
     for (const f of r.failed) this.log.warn(`startup snapshot: ${f.error}`, { uid: f.uid });
     for (const uid of r.repaired) this.log.info('startup snapshot: drifted in-pod rules re-applied', { uid });
   }

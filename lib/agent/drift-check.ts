@@ -32,6 +32,8 @@ export interface DriftRound {
   drifted: Array<DriftRepair & { pod: PodInfo }>;
   /** Selected Running pods the dataplane did not hold (re-enrolled, or reported as drifted when that failed). */
   unheld: number;
+  /** Probe-set IPs of owners that no longer exist, removed (`pruneOrphans`). */
+  pruned: string[];
   durationMs: number;
 }
 
@@ -47,6 +49,11 @@ export interface DriftCheckOptions {
   onDrift?: (d: DriftRepair & { pod: PodInfo }) => void | Promise<void>;
   /** Called after each round. */
   onRound?: (r: DriftRound) => void;
+  /**
+   * Run at the start of each round: removes the probe-set entries whose owner
+   * no longer exists (Dataplane.pruneOrphanProbes), returning their IPs.
+   */
+  pruneOrphans?: () => Promise<string[]>;
   /** A round that failed as a whole (e.g. the probe set could not be read). */
   onError?: (err: unknown) => void;
 }
@@ -105,9 +112,10 @@ export class DriftCheck {
 
   private async round(): Promise<DriftRound> {
     const t0 = performance.now();
+    const pruned = (await this.opts.pruneOrphans?.()) ?? [];
     const pods = this.opts.dataplane.snapshot().filter((e) => e.netns && !e.netns.released).map((e) => e.pod);
     const probeEntries = await this.opts.dataplane.probeEntries();
-    const out: DriftRound = { checked: 0, drifted: [], unheld: 0, durationMs: 0 };
+    const out: DriftRound = { checked: 0, drifted: [], unheld: 0, pruned, durationMs: 0 };
     await mapLimit(pods, this.concurrency, async (pod) => {
       if (this.stopped) return;
       let r: DriftRepair;

@@ -1,13 +1,15 @@
 // Startup reconciliation (§5.3, §5.12): the pods this node's agent had
 // fully enrolled (annotation `enabled`, not terminal, not ztunnel) are
 // restored before anything else runs — each netns re-found by the proc
-// scan, rules verified and re-applied only where they drifted (or left
-// alone), the probe set refilled and pruned unless the snapshot is
-// incomplete. Pods annotated `pending` are not in it: the informers re-add them.
+// scan and proved (opened, the inode the scan saw, not the node's, holding
+// one of the pod's IPs), rules verified and re-applied only where they
+// drifted (or left alone), the probe set refilled and pruned (of entries
+// whose owner no longer exists even when the snapshot is incomplete). Pods
+// annotated `pending` are not in it: the informers re-add them.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Dataplane, ReconcileItem, ReconcileReport } from '../dataplane/dataplane.js';
 import { podInfoOf, podIps } from '../ambient/controller.js';
-import { scanPodNetns, type ProcScanResult } from '../ambient/proc-scan.js';
+import { openPodNetns, type OpenPodNetnsResult } from '../dataplane/proc-scan.js';
 import { REDIRECTION_ANNOTATION } from '../mesh/constants.js';
 import { isTerminal, isZtunnelPod } from '../mesh/exclusions.js';
 
@@ -19,7 +21,7 @@ export function activeAmbientPods(pods: readonly V1Pod[], systemNamespace: strin
 
 export interface SnapshotRestore {
   report: ReconcileReport;
-  scan: Pick<ProcScanResult, 'missing' | 'conflicts' | 'scanned' | 'truncated'>;
+  scan: Pick<OpenPodNetnsResult, 'missing' | 'refused' | 'conflicts' | 'scanned' | 'truncated'>;
   durationMs: number;
 }
 
@@ -29,18 +31,28 @@ export async function restoreSnapshot(opts: {
   procRoot: string;
   /** AMBIENT_RECONCILE_POD_RULES_ON_STARTUP: verify (and repair drift) or keep the rules as they are. */
   reconcileRules: boolean;
+  /** Whether a pod with this UID exists (the synced informer): probe entries of others are pruned in any case. */
+  ownerExists?: (uid: string) => boolean;
 }): Promise<SnapshotRestore> {
   const t0 = performance.now();
-  const uids = opts.pods.map((p) => p.metadata!.uid!);
-  const scan = uids.length ? scanPodNetns(uids, { procRoot: opts.procRoot }) : { found: new Map(), missing: [], conflicts: [], scanned: 0, truncated: false };
-  const items: ReconcileItem[] = opts.pods.map((p) => {
-    const found = scan.found.get(p.metadata!.uid!);
-    return { pod: podInfoOf(p, podIps(p)), ...(found ? { netnsPath: found.path } : {}) };
-  });
-  const report = await opts.dataplane.reconcile(items, { rules: opts.reconcileRules ? 'verify' : 'keep' });
-  return {
-    report,
-    scan: { missing: scan.missing, conflicts: scan.conflicts, scanned: scan.scanned, truncated: scan.truncated },
-    durationMs: performance.now() - t0,
-  };
+  const wanted = opts.pods.map((p) => ({ uid: p.metadata!.uid!, ips: podIps(p) }));
+  const scan: OpenPodNetnsResult = wanted.length
+    ? await openPodNetns(wanted, { procRoot: opts.procRoot })
+    : { found: new Map(), missing: [], refused: [], conflicts: [], scanned: 0, skipped: 0, truncated: false };
+  try {
+    const items: ReconcileItem[] = opts.pods.map((p) => {
+      const found = scan.found.get(p.metadata!.uid!);
+      return { pod: podInfoOf(p, podIps(p)), ...(found ? { netns: found.ref } : {}) };
+    });
+    const report = await opts.dataplane.reconcile(items, {
+      rules: opts.reconcileRules ? 'verify' : 'keep', ...(opts.ownerExists ? { ownerExists: opts.ownerExists } : {}),
+    });
+    return {
+      report,
+      scan: { missing: scan.missing, refused: scan.refused, conflicts: scan.conflicts, scanned: scan.scanned, truncated: scan.truncated },
+      durationMs: performance.now() - t0,
+    };
+  } finally {
+    for (const f of scan.found.values()) f.ref.release();  // ours; the dataplane took its own for what it keeps
+  }
 }

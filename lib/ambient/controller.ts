@@ -20,6 +20,7 @@ import { REDIRECTION_ANNOTATION } from '../mesh/constants.js';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
 import { EnrollError, ERR_ENROLL_ABORTED, isEnrollAborted, OperationAbortedError } from '../dataplane/errors.js';
 import type { PodInfo } from '../dataplane/types.js';
+import type { NetnsRef } from '../dataplane/netns-ref.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { NonRetryable, WorkQueue, type DropReason } from './work-queue.js';
 
@@ -34,7 +35,7 @@ export interface DataplaneLike {
    * enrolled with a netns by the time it runs (a drift re-enrollment must not
    * replace a sandbox the CNI ADD just enrolled).
    */
-  enroll(pod: PodInfo, opts?: { netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }): Promise<unknown>;
+  enroll(pod: PodInfo, opts?: { netns?: NetnsRef; netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }): Promise<unknown>;
   /** Dataplane.unenroll (resolves with its UnenrollResult). */
   unenroll(pod: PodInfo, opts: { podDeleted: boolean; signal?: AbortSignal; ifNetns?: { dev: number; ino: number } }): Promise<unknown>;
   /** Any entry the dataplane has for the UID (also a placeholder or a half-removed one), for a removal. */
@@ -49,8 +50,20 @@ export interface DataplaneLike {
 
 export type InformerEventType = 'add' | 'update' | 'delete';
 
-/** Where a pod's netns is (production: a /proc scan); undefined: not found (the cached handle is used, if any). */
-export type NetnsResolver = (pod: V1Pod) => string | undefined | Promise<string | undefined>;
+/**
+ * A pod's netns (production: the proc scan's proved handle, lib/dataplane/proc-scan.ts); a path
+ * only for fixtures whose netns is a bind mount; undefined: not found (the cached handle is used,
+ * if any). A returned handle is the controller's: it releases it, once, after the enrollment.
+ */
+export type NetnsResolver = (pod: V1Pod) => PodNetnsSource | Promise<PodNetnsSource>;
+
+/** An open handle (borrowed: whoever opened it releases it), a path the dataplane opens, or none (the cached one). */
+export type PodNetnsSource = NetnsRef | string | undefined;
+
+/** Releases a resolver's handle (a path owns nothing). */
+function releaseNetns(n: PodNetnsSource): void {
+  if (typeof n === 'object' && n !== null) n.release();
+}
 
 export interface AmbientControllerOptions {
   client: KubeClient;
@@ -295,17 +308,20 @@ export class AmbientController {
     const held = this.opts.dataplane.enrolled ? this.opts.dataplane.enrolled(uid) : known;
     if (held && annotation === 'enabled' && sameSet(held.ips, ips)) return;
 
-    const netnsPath = await this.opts.resolveNetns(pod);
+    const netns = await this.opts.resolveNetns(pod);
     try {
-      await this.addPodToMesh(pod, ips, netnsPath);
+      await this.addPodToMesh(pod, ips, netns);
     } catch (err) {
       if (err instanceof EnrollError && !err.retryable) throw new NonRetryable(`pod ${key}: ${err.message}`, { cause: err });
       throw err;
+    } finally {
+      releaseNetns(netns);
     }
   }
 
   /**
-   * Enrolls a selected pod with these IPs (in its netns at `netnsPath`, else
+   * Enrolls a selected pod with these IPs (in `netns`: a proved handle the
+   * caller keeps and releases, or a bind-mount path such as CNI_NETNS; else
    * the cached one) and annotates it `enabled` (§5.6). On failure: a Warning
    * Event on the pod (once per failing stage), and for a retryable failure
    * (the dataplane keeps the pod cached; the next ztunnel snapshot delivers
@@ -319,12 +335,12 @@ export class AmbientController {
    * (retryable), with no Event and no `pending` annotation. A pod the
    * dataplane already held in the same netns stays enrolled as it was.
    */
-  async addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts: { signal?: AbortSignal } = {}): Promise<void> {
-    await this.enrollPod(pod, ips, netnsPath, opts);
+  async addPodToMesh(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.enrollPod(pod, ips, netns, opts);
   }
 
   /** addPodToMesh; resolves false when `ifUnheld` found the pod enrolled already (annotated all the same). */
-  private async enrollPod(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts: { signal?: AbortSignal; ifUnheld?: boolean }): Promise<boolean> {
+  private async enrollPod(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal; ifUnheld?: boolean }): Promise<boolean> {
     const key = keyOf(pod);
     const uid = pod.metadata?.uid ?? '';
     const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
@@ -335,7 +351,7 @@ export class AmbientController {
     let skipped = false;
     try {
       const r = await this.opts.dataplane.enroll(info, {
-        ...(netnsPath !== undefined ? { netnsPath } : {}), ...(signal ? { signal } : {}), ...(opts.ifUnheld ? { ifUnheld: true } : {}),
+        ...(typeof netns === 'string' ? { netnsPath: netns } : netns ? { netns } : {}), ...(signal ? { signal } : {}), ...(opts.ifUnheld ? { ifUnheld: true } : {}),
       });
       skipped = (r as { skipped?: unknown } | undefined)?.skipped === true;
       // The deadline fired while the dataplane finished: undo it rather than annotate a pod the runtime will ADD again.
@@ -483,9 +499,13 @@ export class AmbientController {
     const ips = current ? podIps(current) : [];
     if (!current || !uid || current.metadata?.uid !== uid || current.status?.phase !== 'Running' || ips.length === 0 || !this.selects(current)) return 'not-selected';
     if (this.opts.dataplane.enrolled?.(uid) !== undefined) return 'held';
-    const netnsPath = await this.opts.resolveNetns(current);
-    if (netnsPath === undefined) return 'no-netns';
-    return (await this.enrollPod(current, ips, netnsPath, { ...opts, ifUnheld: true })) ? 'enrolled' : 'held';
+    const netns = await this.opts.resolveNetns(current);
+    if (netns === undefined) return 'no-netns';
+    try {
+      return (await this.enrollPod(current, ips, netns, { ...opts, ifUnheld: true })) ? 'enrolled' : 'held';
+    } finally {
+      releaseNetns(netns);
+    }
   }
 
   /** Spec §5.4 Delete: the pod from the event; removed if enrolled, pending or selected. */

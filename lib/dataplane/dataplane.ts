@@ -40,7 +40,18 @@ export interface DataplaneOptions {
 }
 
 export interface EnrollOptions {
-  /** The pod's netns; absent → the cached one. */
+  /**
+   * The pod's netns as an open handle (what the proc scan proves:
+   * lib/dataplane/proc-scan.ts openPodNetns). The dataplane takes its own
+   * reference when it keeps it; the caller still releases its own, exactly
+   * once, whatever the outcome. Wins over `netnsPath`.
+   */
+  netns?: NetnsRef;
+  /**
+   * The pod's netns by path (the CNI ADD's CNI_NETNS, a runtime's bind
+   * mount); opened here. Never a `/proc/<pid>` path: a pid can be reused
+   * between its lookup and this open. Neither given → the cached one.
+   */
   netnsPath?: string;
   /**
    * The caller's deadline (the CNI ADD's). When it fires, the enrollment
@@ -93,7 +104,9 @@ export interface EnrollResult {
 
 export interface ReconcileItem {
   pod: PodInfo;
-  /** Where the pod's netns is now; absent → the pod is cached without one (ztunnel keeps it). */
+  /** The pod's netns, open (the caller keeps and releases its reference, as for enroll). */
+  netns?: NetnsRef;
+  /** Where the pod's netns is now (a bind mount, not a /proc path). Neither → cached without one (ztunnel keeps it). */
   netnsPath?: string;
 }
 
@@ -104,7 +117,7 @@ export interface ReconcileReport {
   /** Pods that could not be restored, with the reason. */
   failed: Array<{ uid: string; error: string }>;
   probeEntries: number;
-  /** Stale probe-set IPs removed (none when the snapshot was incomplete). */
+  /** Stale probe-set IPs removed (when the snapshot was incomplete: only those of owners that do not exist). */
   pruned: string[];
   complete: boolean;
 }
@@ -120,6 +133,13 @@ export interface ReconcileOptions {
    * netns handle and the probe set are restored).
    */
   rules?: 'verify' | 'keep';
+  /**
+   * Whether a pod with this UID exists (the synced informer's view). With
+   * it, entries of owners that do not exist are pruned even when the
+   * snapshot is incomplete: a pod deleted while the agent was down has no
+   * sandbox to come back to.
+   */
+  ownerExists?: (uid: string) => boolean;
 }
 
 /** What a drift repair found and did for one enrolled pod. */
@@ -211,16 +231,16 @@ export class Dataplane {
     }
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(abortedError(pod.uid, 'netns', signal));
-    return this.track(pod.uid, () => this.enrollLocked(pod, opts.netnsPath, signal, opts.ifUnheld === true));
+    return this.track(pod.uid, () => this.enrollLocked(pod, sourceOf(opts), signal, opts.ifUnheld === true));
   }
 
-  private async enrollLocked(pod: PodInfo, netnsPath: string | undefined, signal: AbortSignal | undefined, ifUnheld: boolean): Promise<EnrollResult> {
+  private async enrollLocked(pod: PodInfo, netnsSource: NetnsSource, signal: AbortSignal | undefined, ifUnheld: boolean): Promise<EnrollResult> {
     if (signal?.aborted) throw abortedError(pod.uid, 'netns', signal);  // while waiting for the pod's lock: nothing done
     const prior = this.cache.get(pod.uid);
     if (ifUnheld && prior?.netns && !prior.netns.released && !prior.leaving) return { uid: pod.uid, netnsIno: prior.netns.ino, skipped: true };
     const priorRef = prior?.netns && !prior.netns.released && !prior.leaving ? prior.netns : undefined;
     const priorIps = prior?.pod.ips ?? [];
-    const { ref } = await this.establish(pod, netnsPath, 'apply');
+    const { ref } = await this.establish(pod, netnsSource, 'apply');
     // Enrolled in this very netns before the call: every step is a re-application, an abort undoes nothing.
     const keep = ref === priorRef;
     let zdsSent = false;
@@ -290,18 +310,19 @@ export class Dataplane {
    * the pod's working one. Returns the committed handle (`repaired`: drift
    * was found and fixed).
    */
-  private async establish(pod: PodInfo, netnsPath: string | undefined, mode: 'apply' | 'verify' | 'keep'): Promise<{ ref: NetnsRef; repaired: boolean }> {
+  private async establish(pod: PodInfo, source: NetnsSource, mode: 'apply' | 'verify' | 'keep'): Promise<{ ref: NetnsRef; repaired: boolean }> {
     const prior = this.cache.get(pod.uid);
     const cached = prior?.netns && !prior.netns.released ? prior.netns : undefined;
     let ref: NetnsRef;
     let fresh = false;
     try {
-      if (netnsPath !== undefined) {
-        const opened = NetnsRef.open(netnsPath);
+      if (source !== undefined) {
+        // Our own reference: the caller's handle is released by the caller, ours by the cache.
+        const opened = typeof source === 'string' ? NetnsRef.open(source) : source.acquire();
         const node = this.nodeNetns(opened.ns.id);
         if (node) {
           opened.release();
-          throw Object.assign(new Error(`${netnsPath} is the ${node} netns, not a pod's`), { code: ERR_NETNS_IS_HOST });
+          throw Object.assign(new Error(`${opened.ns.path} is the ${node} netns, not a pod's`), { code: ERR_NETNS_IS_HOST });
         }
         if (cached && cached.sameNetns(opened)) {
           opened.release();
@@ -311,7 +332,7 @@ export class Dataplane {
           fresh = true;
         }
       } else {
-        if (!cached) throw new NetError(`pod ${pod.uid}: no netns path given and none cached`, { errno: osc.errno.ENOENT, op: 'netns' });
+        if (!cached) throw new NetError(`pod ${pod.uid}: no netns given and none cached`, { errno: osc.errno.ENOENT, op: 'netns' });
         ref = cached;
       }
     } catch (err) {
@@ -409,7 +430,8 @@ export class Dataplane {
    * verifies its rules and re-applies only on drift (running pods' traffic
    * is not touched otherwise), refills the probe set and prunes stale
    * entries — unless the snapshot is incomplete (an invalid pod, a pod
-   * without IPs or whose netns could not be opened), when nothing is pruned.
+   * without IPs or whose netns could not be opened), when only the entries
+   * of owners that no longer exist are (`ownerExists`).
    * At most `concurrency` pods are worked on at once; entries of pods
    * enrolled meanwhile are never pruned.
    */
@@ -434,10 +456,11 @@ export class Dataplane {
       }
       await this.track(pod.uid, async () => {
         if (pod.ips.length === 0) report.complete = false;
-        if (item.netnsPath === undefined) {
+        const source = sourceOf(item);
+        if (source === undefined) {
           this.cache.ensure(pod);
           report.complete = false;
-        } else if ((await this.establish(pod, item.netnsPath, mode)).repaired) {
+        } else if ((await this.establish(pod, source, mode)).repaired) {
           report.repaired.push(pod.uid);
         }
         refill.push(pod);
@@ -446,8 +469,29 @@ export class Dataplane {
     });
     await this.refillProbes(refill, fail);
     if (report.complete) report.pruned = await this.probes.prune(keep, (uid) => this.cache.has(uid));
+    else if (opts.ownerExists) report.pruned = await this.pruneOrphanProbes(opts.ownerExists);
     report.probeEntries = this.probes.size;  // the index mirrors the kernel after load + refill: no second dump
     return report;
+  }
+
+  /**
+   * Removes the probe-set entries whose owner neither exists (`ownerExists`,
+   * the synced informer's view) nor is held by the dataplane (a CNI ADD can
+   * enroll a pod before the informer sees it), whatever any snapshot's
+   * completeness. Returns the IPs removed.
+   */
+  pruneOrphanProbes(ownerExists: (uid: string) => boolean): Promise<string[]> {
+    return this.probes.prune(new Set(), (uid) => this.cache.has(uid) || ownerExists(uid));
+  }
+
+  /**
+   * Removes the probe-set entries `uid` owns when the dataplane holds no
+   * entry for it (a queued DEL of a pod deleted while no agent ran), under
+   * the pod's lock; a held pod is left to unenroll. Returns the IPs removed.
+   */
+  releaseProbes(uid: string): Promise<string[]> {
+    if (typeof uid !== 'string' || uid.length === 0) return Promise.reject(new InvalidPodError('uid', 'must be a non-empty string'));
+    return this.track(uid, async () => (this.cache.has(uid) ? [] : (await this.probes.removeOwned([], uid)).removed));
   }
 
   /**
@@ -582,6 +626,13 @@ export class Dataplane {
     op.then(done, done);
     return op;
   }
+}
+
+/** Where a pod's netns comes from: a handle (one reference borrowed from the caller), a path, or the cache. */
+type NetnsSource = NetnsRef | string | undefined;
+
+function sourceOf(o: { netns?: NetnsRef; netnsPath?: string }): NetnsSource {
+  return o.netns ?? o.netnsPath;
 }
 
 /** The rejection of an enrollment whose signal fired. */

@@ -140,16 +140,58 @@ describe.skipIf(!privileged())('Dataplane pipeline', () => {
     expect(fdCount()).toBe(before);
   });
 
-  it('serialises operations per pod and runs different pods concurrently', async () => {
+  it('serialises operations per pod and runs different pods concurrently', { timeout: 15_000 }, async () => {
     const a = await freshNetns();
-    const { dp, rules } = setup();
-    await Promise.all([
+    const b = await freshNetns();
+    // Rule calls that log their start and end and, for a gated pod, wait until the test opens its gate.
+    const log: string[] = [];
+    const gates = new Map<string, { open: () => void; opened: Promise<void> }>();
+    const started = new Map<string, { resolve: () => void; p: Promise<void> }>();
+    for (const uid of ['uid-8', 'uid-9']) {
+      let open!: () => void;
+      gates.set(uid, { opened: new Promise<void>((r) => (open = r)), open });
+      let resolve!: () => void;
+      started.set(uid, { p: new Promise<void>((r) => (resolve = r)), resolve });
+    }
+    class GatedRules extends FakeRules {
+      override async apply(ns: Netns, p: PodInfo): Promise<void> {
+        log.push(`apply+ ${p.uid}`);
+        started.get(p.uid)?.resolve();
+        await gates.get(p.uid)?.opened;
+        await super.apply(ns, p);
+        log.push(`apply- ${p.uid}`);
+      }
+      override async remove(ns: Netns, p: PodInfo): Promise<void> {
+        log.push(`remove+ ${p.uid}`);
+        await super.remove(ns, p);
+        log.push(`remove- ${p.uid}`);
+      }
+    }
+    const rules = new GatedRules();
+    const dp = new Dataplane({ rules, ztunnel: new FakeZtunnel(), probes: new FakeProbes() });
+    const ops8 = [
       dp.enroll(pod(8), { netnsPath: a.path }),
       dp.unenroll(pod(8), { podDeleted: false }),
       dp.enroll(pod(8), { netnsPath: a.path }),
+    ];
+    const enroll9 = dp.enroll(pod(9), { netnsPath: b.path });
+    // Both pods are inside their rule step at once (serialising them would never start pod 9's: timeout).
+    await started.get('uid-8')!.p;
+    await started.get('uid-9')!.p;
+    // Pod 9 finishes its whole enrollment while pod 8's first step still holds pod 8's lock.
+    gates.get('uid-9')!.open();
+    await enroll9;
+    expect(log).toEqual(['apply+ uid-8', 'apply+ uid-9', 'apply- uid-9']);
+    expect(dp.cache.get('uid-9')?.netns?.ino).toBe(b.id.ino);
+    gates.get('uid-8')!.open();
+    await Promise.all(ops8);
+    // Pod 8's operations ran one after the other, in the order they were called, never overlapping.
+    expect(log.filter((l) => l.endsWith('uid-8'))).toEqual([
+      'apply+ uid-8', 'apply- uid-8', 'remove+ uid-8', 'remove- uid-8', 'apply+ uid-8', 'apply- uid-8',
     ]);
-    expect(rules.calls.filter((c) => c.endsWith('uid-8'))).toEqual(['apply uid-8', 'remove uid-8', 'apply uid-8']);
-    expect(dp.cache.get('uid-8')).toBeDefined();
+    expect(dp.cache.get('uid-8')).toMatchObject({ pod: { uid: 'uid-8' } });
+    expect(dp.cache.get('uid-8')?.netns?.ino).toBe(a.id.ino);
+    expect(dp.cache.get('uid-8')?.leaving).toBeFalsy();
     await dp.close();
   });
 

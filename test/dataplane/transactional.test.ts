@@ -73,10 +73,14 @@ describe.skipIf(!privileged('ipset'))('transactional per-pod state', () => {
     rules.failRemove = () => true;
     await expect(dp.unenroll(pod(4), { podDeleted: false })).rejects.toMatchObject({ code: 'EAGAIN' });
     expect(dp.cache.get('uid-4')?.netns?.ino).toBe(ns.id.ino);
+    expect(dp.cache.get('uid-4')?.leaving).toBe(true);
     rules.failRemove = undefined;
     ztunnel.failDelete = true;
     await expect(dp.unenroll(pod(4), { podDeleted: false })).rejects.toMatchObject({ code: 'EPIPE' });
-    expect(dp.cache.get('uid-4')).toBeDefined();
+    // Still held, half-removed: marked leaving (not offered to a new ztunnel), its netns kept for the retry.
+    expect(dp.cache.get('uid-4')).toMatchObject({ leaving: true, pod: { uid: 'uid-4' } });
+    expect(dp.cache.get('uid-4')?.netns?.ino).toBe(ns.id.ino);
+    expect(dp.snapshot().some((e) => e.pod.uid === 'uid-4')).toBe(false);
     ztunnel.failDelete = false;
     expect((await dp.unenroll(pod(4), { podDeleted: false })).rulesRemoved).toBe(true);
     expect(ztunnel.deleted).toEqual(['uid-4']);

@@ -8,7 +8,7 @@ import { afterEach, expect, it } from 'vitest';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { patchPodStatus } from '../../lib/kube/pods.js';
 import { NonRetryable } from '../../lib/ambient/work-queue.js';
-import { scanPodNetns } from '../../lib/ambient/proc-scan.js';
+import { scanPodNetns } from '../../lib/dataplane/proc-scan.js';
 import { verify } from '../../lib/redirect/apply.js';
 import { sidecarRules } from '../../lib/redirect/sidecar.js';
 import { sidecarConfigFromPod } from '../../lib/redirect/annotations.js';
@@ -114,7 +114,7 @@ describeKube('repair controller', () => {
     node.addProcEntry(w.pid, uid, w.netnsPath);
     await patchPodStatus(adminClient(), { namespace: ns, name: 'web' }, { status: initStatus('broken', w.ip4) });
 
-    const resolveNetns = (p: V1Pod) => scanPodNetns([p.metadata!.uid!], { procRoot: node.procRoot }).found.get(p.metadata!.uid!)?.path;
+    const resolveNetns = (p: V1Pod) => scanPodNetns([p.metadata!.uid!], { procRoot: node.procRoot }).candidates.get(p.metadata!.uid!)?.[0]?.path;
     const { ctl, metrics } = controller(node.name, backend === 'nftables' ? { NATIVE_NFTABLES: 'true' } : {}, { resolveNetns });
     await ctl.start();
     await until('repaired', () => has(metrics, 'repair', 'success'));
