@@ -122,7 +122,7 @@ async function main(): Promise<void> {
       NODE_NAME: nodeName, AMBIENT_ENABLED: 'true', POD_NAMESPACE: 'istio-system', ALLOW_SWITCH_TO_HOST_NS: 'true',
       HOST_PROC_ROOT: procRoot, HOST_MOUNTS_ROOT: c.hostMountsRoot, CNI_AGENT_RUN_DIR: runDir, ZTUNNEL_UDS_ADDRESS: zdsPath,
       AGENT_LISTEN_ADDRESS: '127.0.0.1', HEALTH_PORT: String(await freePort()), MONITORING_PORT: String(await freePort()),
-      NATIVE_NFTABLES: 'true', MOUNTED_CNI_NET_DIR: confDir, CNI_BIN_TARGET_DIRS: binDir, CNI_PLUGIN_BINARY: SHIM,
+      NATIVE_NFTABLES: 'true', KUBELET_UID: '0', MOUNTED_CNI_NET_DIR: confDir, CNI_BIN_TARGET_DIRS: binDir, CNI_PLUGIN_BINARY: SHIM,
       AMBIENT_DRIFT_CHECK_INTERVAL: '0', ...extra,
     });
     const startAgent = async (extra: Record<string, string> = {}) => {

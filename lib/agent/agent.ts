@@ -21,7 +21,8 @@ import { loadCredentials } from '../kube/config.js';
 import { createPodEvent } from '../kube/events.js';
 import { Netns } from '../net/netns/netns.js';
 import type { Backend } from '../redirect/apply.js';
-import { selectBackend } from './backend-select.js';
+import { selectBackend, selectIptablesVariant, type IptablesSelection } from './backend-select.js';
+import { resolveKubeletUid, type KubeletUid } from './kubelet-uid.js';
 import { cniAddHandler, hostPath, netnsIdentity, ownNetns, sameIdentity, type RefusedNetns } from '../cni/cmdadd.js';
 import { selectionPolicy, type AgentConfig } from './config.js';
 import { DriftCheck } from './drift-check.js';
@@ -57,7 +58,7 @@ export interface AgentOptions {
   watchTimeoutSeconds?: number;
   /** Accept only ZDS peers with these uids (SO_PEERCRED); default anyone, as upstream. */
   zdsAllowedUids?: number[];
-  /** The kubelet's UID, which the nftables host rule matches (default 0). */
+  /** The kubelet's UID, which the nftables host rule matches (over KUBELET_UID; default: the kubelet process's, lib/agent/kubelet-uid.ts). */
   kubeletUid?: number;
   /**
    * The CNI installer's configuration: it runs once the agent is ready (§1.2:
@@ -116,6 +117,10 @@ export class Agent {
   readonly client: KubeClient;
   private readonly logging: Logging;
   backend: Backend | undefined;
+  /** With the iptables backend: the variant chosen in the host netns. */
+  iptables: IptablesSelection | undefined;
+  /** With the nftables backend: the UID its host probe rule matches. */
+  kubeletUid: KubeletUid | undefined;
   node: NodeDataplane | undefined;
   controller: AmbientController | undefined;
   cni: CniEndpoint | undefined;
@@ -205,6 +210,13 @@ export class Agent {
     for (const w of choice.warnings) this.log.warn(w);
     this.backend = choice.backend;
     this.log.info(`redirection backend: ${choice.backend} (${choice.reason})`);
+    if (choice.backend === 'iptables') {
+      const ipt = await stage('iptables backend', () => selectIptablesVariant(this.host!, { forceIptablesBinary: cfg.forceIptablesBinary, ipv6: cfg.ipv6, runDir: cfg.cniAgentRunDir }));
+      for (const w of ipt.warnings) this.log.warn(w);
+      this.iptables = ipt;
+      this.log.info(`iptables variant: ${ipt.mode} (${ipt.reason})`);
+    }
+    this.metrics.backendInfo.set({ backend: choice.backend, iptables_variant: this.iptables?.mode ?? 'none' }, 1);
 
     this.node = await stage('host probe rules', () => this.startNode(choice.backend));
     this.bindZdsMetrics(this.node);
@@ -480,7 +492,7 @@ export class Agent {
         return await NodeDataplane.start({
           host: this.host!,
           backend,
-          ...(backend === 'iptables' && cfg.forceIptablesBinary !== '' ? { iptablesMode: cfg.forceIptablesBinary } : {}),
+          ...(backend === 'iptables' && this.iptables ? { iptablesMode: this.iptables.mode } : {}),
           zdsPath: cfg.ztunnelUdsAddress,
           hostProcRoot: cfg.hostProcRoot,  // the node's netns is refused as a pod's
           listen: false,
@@ -489,7 +501,7 @@ export class Agent {
           snatIp: cfg.hostProbeSnatIp,
           snatIpv6: cfg.hostProbeSnatIpv6,
           ...(this.opts.zdsAllowedUids ? { zdsAllowedUids: this.opts.zdsAllowedUids } : {}),
-          ...(this.opts.kubeletUid !== undefined ? { kubeletUid: this.opts.kubeletUid } : {}),
+          ...(backend === 'nftables' ? { kubeletUid: this.findKubeletUid() } : {}),
           warn: (m) => this.log.warn(m),
         });
       } catch (err) {
@@ -498,6 +510,22 @@ export class Agent {
         await sleep(retryMs);
       }
     }
+  }
+
+  /**
+   * The nftables host rule's kubelet UID: the option, KUBELET_UID, else the kubelet process under
+   * HOST_PROC_ROOT. Looked up on every host-rule attempt, as upstream: a kubelet starting after
+   * the agent is found by a retry; none by the last one fails the start (KubeletUidError).
+   */
+  private findKubeletUid(): number {
+    const k = resolveKubeletUid(this.config.hostProcRoot, this.opts.kubeletUid ?? this.config.kubeletUid);
+    if (this.kubeletUid?.uid !== k.uid) {
+      for (const w of k.warnings) this.log.warn(w);
+      const from = k.source === 'setting' ? 'KUBELET_UID' : `${k.processes[0]!.name} pid ${k.processes.map((p) => p.pid).join(', ')}`;
+      this.log.info(`kubelet uid ${k.uid} (${from}): the nftables host probe rule matches it`);
+    }
+    this.kubeletUid = k;
+    return k.uid;
   }
 
   /** The dataplane as the controller drives it: enrollments timed, enrolled pods visible. */

@@ -11,6 +11,13 @@
 // FORCE_IPTABLES_BINARY names an iptables variant, so with nftables it is ignored (warning); after
 // a fallback to iptables it applies as usual.
 //
+// With iptables, the variant (legacy or nft) is chosen as upstream does in the host netns (cni/pkg/iptables
+// NewIptablesConfigurator → DetectIptablesVersion, per family): FORCE_IPTABLES_BINARY, else legacy when
+// `iptables-legacy-save` there already prints rules (kube-proxy's, say), else nft. Upstream commits pods to
+// the host's answer, and so does podwire (in-pod and host rules use one variant). Unlike upstream the answer
+// is kept in <run dir>/iptables-backend.json and reused by the next start (detection's own test rule
+// must not flip it; the run dir is a tmpfs hostPath, so a reboot detects afresh).
+//
 // Why (b) applies to podwire too, although podwire writes nftables rules natively (the nf_tables
 // batches of lib/net/nft/batch.ts through the netns's netfilter socket, no `nft -f`): its nftables
 // engine still *reads* with the binary's JSON output. lib/redirect/engine-nft.ts `readNft` lists the
@@ -20,8 +27,10 @@
 // scratch netns. An nft without JSON would make every pod removal fail, which is the upstream
 // failure (Istio #60328) the probe exists for. The probe's output is the only signal there is: nft
 // exits with NFT_EXIT_FAILURE for every kind of failure, so the marker text is matched, as upstream.
+import { join } from 'node:path';
 import { isNotFound } from '../net/errors.js';
 import type { Netns } from '../net/netns/netns.js';
+import { detectBackend, type IptablesBackend, type IptablesMode } from '../net/xtables/iptables.js';
 import { toolEnv } from '../net/tool-error.js';
 import { PROBE_SET_V4, PROBE_SET_V6 } from '../dataplane/probe-set-ipset.js';
 import type { Backend } from '../redirect/engine-types.js';
@@ -143,4 +152,63 @@ async function nftJsonSupported(ns: Netns, timeoutMs: number): Promise<boolean |
     return `nft --json list tables ${r.code === null ? `was killed by ${r.signal}` : `exited with ${r.code}`}${said ? `: ${said}` : ''}`;
   }
   return true;
+}
+
+/** The iptables variant's state file in the CNI run dir. */
+export const IPTABLES_STATE_FILE = 'iptables-backend.json';
+
+export type IptablesSelectErrorCode =
+  /** AMBIENT_IPV6 is on and no ip6tables variant can program the host netns (upstream refuses too). */
+  'ERR_IP6TABLES_UNUSABLE';
+
+export class IptablesSelectError extends Error {
+  constructor(readonly code: IptablesSelectErrorCode, message: string) {
+    super(message);
+  }
+
+  static {
+    Object.defineProperty(this.prototype, 'name', { value: 'IptablesSelectError', enumerable: false });
+  }
+}
+
+export interface SelectIptablesOptions {
+  /** FORCE_IPTABLES_BINARY. */
+  forceIptablesBinary: IptablesBinary;
+  /** AMBIENT_IPV6: an ip6tables variant is required. */
+  ipv6: boolean;
+  /** CNI_AGENT_RUN_DIR: the choice is kept in `<it>/iptables-backend.json`. */
+  runDir: string;
+}
+
+export interface IptablesSelection {
+  /** The variant both families use. */
+  mode: IptablesMode;
+  detected: IptablesBackend;
+  stateFile: string;
+  /** One sentence for the start-up log line. */
+  reason: string;
+  warnings: string[];
+}
+
+/**
+ * The iptables variant for the agent whose host netns is `host` (see the header). Errors:
+ * detectBackend's (NetError ENOENT: no usable iptables; EINVAL: a bad state file, left for the
+ * operator), IptablesSelectError ERR_IP6TABLES_UNUSABLE.
+ */
+export async function selectIptablesVariant(host: Netns, opts: SelectIptablesOptions): Promise<IptablesSelection> {
+  const stateFile = join(opts.runDir, IPTABLES_STATE_FILE);
+  const detected = await detectBackend({ netns: host, stateFile, env: { FORCE_IPTABLES_BINARY: opts.forceIptablesBinary } });
+  const warnings: string[] = [];
+  if (opts.ipv6 && detected.v6 === null) {
+    throw new IptablesSelectError('ERR_IP6TABLES_UNUSABLE', `AMBIENT_IPV6 is on, but no ip6tables variant works in the host netns (iptables: ${detected.mode} ${detected.version})`);
+  }
+  // The redirection engine runs one variant for both families; upstream would run each family's own.
+  if (opts.ipv6 && detected.v6 && detected.v6.mode !== detected.mode) {
+    warnings.push(`ip6tables detection says ${detected.v6.mode} but iptables says ${detected.mode}: IPv6 rules use ${detected.mode} too`);
+  }
+  const why = detected.source === 'env' ? `FORCE_IPTABLES_BINARY=${detected.mode}`
+    : detected.source === 'state' ? `kept from an earlier start in ${stateFile}`
+      : detected.mode === 'legacy' ? 'iptables-legacy already holds rules in the host netns'
+        : 'no iptables-legacy rules in the host netns';
+  return { mode: detected.mode, detected, stateFile, reason: `${why}; iptables ${detected.version}`, warnings };
 }

@@ -67,6 +67,8 @@ export interface AgentConfig {
   driftCheckIntervalMs: number;
   /** podwire: where the host's /proc is mounted (netns discovery, host netns identity). */
   hostProcRoot: string;
+  /** podwire: KUBELET_UID, the UID the nftables host probe rule matches; null = the kubelet process's, looked up under hostProcRoot. */
+  kubeletUid: number | null;
   /** podwire: where the host's filesystem is mounted; a CNI netns path P is opened as <it>/P ('/' = as given). */
   hostMountsRoot: string;
   /** podwire: port of /healthz and /readyz (upstream: always 8000). */
@@ -249,6 +251,13 @@ export function goDuration(raw: string): number {
   }
 }
 
+// A uid_t other than (uid_t)-1; empty = look the kubelet up.
+function kubeletUid(raw: string): number | null {
+  if (raw === '') return null;
+  if (!/^(0|[1-9][0-9]{0,9})$/.test(raw) || Number(raw) > 0xfffffffe) throw new Bad('is not a UID (0–4294967294)');
+  return Number(raw);
+}
+
 const MIN_DRIFT_INTERVAL_MS = 1000;
 function driftInterval(raw: string): number {
   const ms = goDuration(raw);
@@ -286,7 +295,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'ztunnelUdsAddress', env: 'ZTUNNEL_UDS_ADDRESS', flag: '--ztunnel-uds-address', default: '/var/run/ztunnel/ztunnel.sock', description: 'unix socket the agent serves ZDS on for ztunnel', parse: (r) => socketPath(r) },
   { key: 'cniAgentRunDir', env: 'CNI_AGENT_RUN_DIR', flag: '--cni-agent-run-dir', default: '/var/run/istio-cni', description: 'directory of the plugin sockets (pluginevent.sock, log.sock) and the plugin kubeconfig', parse: runDir },
   { key: 'nativeNftables', env: 'NATIVE_NFTABLES', flag: '--native-nftables', default: 'false', boolean: true, description: 'program rules with nftables instead of iptables', parse: bool },
-  { key: 'forceIptablesBinary', env: 'FORCE_IPTABLES_BINARY', flag: '--force-iptables-binary', default: '', description: 'iptables backend to use instead of detecting it: legacy or nft (ignored with nftables)', parse: oneOf(['', 'legacy', 'nft'] as const) },
+  { key: 'forceIptablesBinary', env: 'FORCE_IPTABLES_BINARY', flag: '--force-iptables-binary', default: '', description: 'iptables variant to use instead of detecting it: legacy or nft (empty: legacy when the host netns already holds legacy rules, else nft; the choice is kept in <run dir>/iptables-backend.json; ignored with nftables)', parse: oneOf(['', 'legacy', 'nft'] as const) },
   { key: 'useScopedXtablesLocking', env: 'AMBIENT_USE_SCOPED_XTABLES_LOCKING', flag: '--ambient-use-scoped-xtables-locking', default: 'true', boolean: true, description: 'take a per-pod xtables lock instead of the host\'s /run/xtables.lock for in-pod rules', parse: bool },
   { key: 'enableAwsBranchEniProbe', env: 'AMBIENT_ENABLE_AWS_BRANCH_ENI_PROBE', flag: '--ambient-enable-aws-branch-eni-probe', default: 'true', boolean: true, description: 'add the probe routing rules AWS VPC-CNI branch-ENI pods need', parse: bool },
   { key: 'allowSwitchToHostNs', env: 'ALLOW_SWITCH_TO_HOST_NS', flag: '--allow-switch-to-host-ns', default: 'false', boolean: true, description: 'the agent is not in the host netns: host work enters <proc root>/1/ns/net', parse: bool },
@@ -295,6 +304,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'logAsJson', flag: '--log_as_json', default: 'true', upstreamDefault: 'false', boolean: true, description: 'write logs as JSON lines (false: Istio\'s tab-separated text)', parse: bool },
   { key: 'driftCheckIntervalMs', env: 'AMBIENT_DRIFT_CHECK_INTERVAL', flag: '--ambient-drift-check-interval', default: '60s', podwire: true, description: 'podwire: how often enrolled pods\' rules, netns and probe entries are verified (Go duration; 0 = off)', parse: driftInterval },
   { key: 'hostProcRoot', env: 'HOST_PROC_ROOT', flag: '--host-proc-root', default: '/host/proc', podwire: true, description: 'podwire: the host\'s /proc as mounted in the agent (netns discovery, host netns identity)', parse: absPath },
+  { key: 'kubeletUid', env: 'KUBELET_UID', flag: '--kubelet-uid', default: '', emptyIsValue: true, podwire: true, description: 'podwire: the UID the nftables host probe rule matches (meta skuid); empty: the real UID of the kubelet (or kubelite) process under the host proc root, as upstream, and the start fails without one', parse: kubeletUid },
   { key: 'hostMountsRoot', env: 'HOST_MOUNTS_ROOT', flag: '--host-mounts-root', default: '/host', podwire: true, description: 'podwire: where the host\'s paths are mounted in the agent; a CNI netns path P is opened as <it>/P ("/" = as given)', parse: absPath },
   { key: 'healthPort', env: 'HEALTH_PORT', flag: '--health-port', default: '8000', podwire: true, description: 'podwire: port of /healthz and /readyz (upstream: fixed 8000)', parse: port },
   { key: 'nodeReadinessTaint', env: 'NODE_READINESS_TAINT', flag: '--node-readiness-taint', default: 'false', podwire: true, boolean: true, description: 'podwire: keep a NoSchedule taint on this node while the agent is not ready (needs nodes get/patch; the agent\'s DaemonSet must tolerate it)', parse: bool },

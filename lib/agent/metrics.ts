@@ -56,6 +56,7 @@ export const METRIC_DEFINITIONS = {
   podwire_zds_acks_total: { type: 'counter', labels: ['type'] },
   podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
   podwire_install_revert_loops_total: { type: 'counter', labels: [] },
+  podwire_backend_info: { type: 'gauge', labels: ['backend', 'iptables_variant'] },
 } as const satisfies Record<string, { type: 'counter' | 'gauge' | 'histogram'; labels: readonly string[] }>;
 
 export type MetricName = keyof typeof METRIC_DEFINITIONS;
@@ -93,6 +94,8 @@ export interface AgentMetrics {
   readonly zdsNacks: Counter<'type'>;
   /** `podwire_install_revert_loops_total`: times something kept removing the plugin's config entry (>5 reinstalls in a row). */
   readonly installRevertLoops: Counter;
+  /** `podwire_backend_info{backend,iptables_variant}`: 1 for the backend chosen at start (variant `legacy`/`nft`, `none` with nftables), the others 0. */
+  readonly backendInfo: Gauge<'backend' | 'iptables_variant'>;
   /** Values read at every scrape; a later call replaces earlier sources. */
   bind(sources: MetricSources): void;
 }
@@ -163,6 +166,7 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
     zdsAcks: counter('podwire_zds_acks_total', 'ZDS requests acknowledged by ztunnel, by request type', ['type']),
     zdsNacks: counter('podwire_zds_nacks_total', 'ZDS requests refused by ztunnel (ack with an error), by request type', ['type']),
     installRevertLoops: counter('podwire_install_revert_loops_total', 'Times another component kept reverting the CNI installation (more than 5 reinstalls in a row)', []),
+    backendInfo: new Gauge({ name: 'podwire_backend_info', help: 'The redirection backend chosen at start (1), and its iptables variant', labelNames: ['backend', 'iptables_variant'], registers }),
     bind(s: MetricSources) {
       sources = s;
     },
@@ -181,6 +185,7 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
     m.zdsAcks.inc({ type }, 0);
     m.zdsNacks.inc({ type }, 0);
   }
+  for (const [backend, variant] of [['iptables', 'legacy'], ['iptables', 'nft'], ['nftables', 'none']] as const) m.backendInfo.set({ backend, iptables_variant: variant }, 0);
   m.installReady.set(0);
   m.ztunnelConnected.set(0);
   m.podsEnrolled.set(0);

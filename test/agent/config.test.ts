@@ -24,6 +24,7 @@ describe('defaults', () => {
       enableAwsBranchEniProbe: true, allowSwitchToHostNs: false, monitoringPort: 15014, logOutputLevel: { default: 'info' },
       logAsJson: true, driftCheckIntervalMs: 60_000, hostProcRoot: '/host/proc', hostMountsRoot: '/host',
       healthPort: 8000, listenAddress: '', nodeReadinessTaint: false, nodeReadinessTaintKey: 'cni.podwire.io/not-ready',
+      kubeletUid: null,
     });
   });
 
@@ -63,6 +64,7 @@ const VALUES: [string, string, string, keyof AgentConfig, unknown][] = [
   ['AMBIENT_DRIFT_CHECK_INTERVAL', '--ambient-drift-check-interval', '1m30s', 'driftCheckIntervalMs', 90_000],
   ['HOST_PROC_ROOT', '--host-proc-root', '/proc', 'hostProcRoot', '/proc'],
   ['HOST_MOUNTS_ROOT', '--host-mounts-root', '/', 'hostMountsRoot', '/'],
+  ['KUBELET_UID', '--kubelet-uid', '0', 'kubeletUid', 0],
   ['HEALTH_PORT', '--health-port', '18000', 'healthPort', 18000],
   ['AGENT_LISTEN_ADDRESS', '--listen-address', '127.0.0.1', 'listenAddress', '127.0.0.1'],
   ['NODE_READINESS_TAINT', '--node-readiness-taint', 'true', 'nodeReadinessTaint', true],
@@ -196,6 +198,11 @@ describe('validation errors name the setting and the value', () => {
     ['HOST_PROC_ROOT', 'host/proc'],
     ['HOST_PROC_ROOT', '/host/\0proc'],
     ['HOST_MOUNTS_ROOT', 'host'],
+    ['KUBELET_UID', 'root'],
+    ['KUBELET_UID', '-1'],
+    ['KUBELET_UID', '4294967295'],
+    ['KUBELET_UID', '01'],
+    ['KUBELET_UID', ' 0'],
     ['HEALTH_PORT', '0'],
     ['AGENT_LISTEN_ADDRESS', 'localhost'],
     ['NODE_READINESS_TAINT_KEY', 'bad key'],
@@ -271,7 +278,7 @@ describe('describeSettings', () => {
     expect(byEnv.get('MONITORING_PORT')!.flag).toBe('--monitoring-port');
     expect(byEnv.get('AMBIENT_DRIFT_CHECK_INTERVAL')).toMatchObject({ podwire: true, default: '1m' });
     expect(byEnv.get('HOST_PROC_ROOT')).toMatchObject({ podwire: true, default: '/host/proc' });
-    expect(d.filter((s) => s.podwire).map((s) => s.env)).toEqual(['AMBIENT_DRIFT_CHECK_INTERVAL', 'HOST_PROC_ROOT', 'HOST_MOUNTS_ROOT', 'HEALTH_PORT', 'NODE_READINESS_TAINT', 'NODE_READINESS_TAINT_KEY', 'AGENT_LISTEN_ADDRESS']);
+    expect(d.filter((s) => s.podwire).map((s) => s.env)).toEqual(['AMBIENT_DRIFT_CHECK_INTERVAL', 'HOST_PROC_ROOT', 'KUBELET_UID', 'HOST_MOUNTS_ROOT', 'HEALTH_PORT', 'NODE_READINESS_TAINT', 'NODE_READINESS_TAINT_KEY', 'AGENT_LISTEN_ADDRESS']);
     expect(byEnv.get('AMBIENT_IPV6')).toMatchObject({ default: 'true', upstreamDefault: 'false' });
   });
   it('every default in the table parses', () => {

@@ -207,6 +207,7 @@ const EXPECTED: Record<string, { type: MetricType; labels: string[] }> = {
   podwire_zds_acks_total: { type: 'counter', labels: ['type'] },
   podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
   podwire_install_revert_loops_total: { type: 'counter', labels: [] },
+  podwire_backend_info: { type: 'gauge', labels: ['backend', 'iptables_variant'] },
 };
 
 describe('the strict text-format parser', () => {
@@ -272,6 +273,9 @@ describe('agent metrics', () => {
     expect(values('istio_cni_repair_pods_repaired_total')).toHaveLength(9);
     expect(values('podwire_zds_acks_total').map((l) => l.type)).toEqual(['add', 'keep', 'del', 'snapshot_sent']);
     expect(values('podwire_informer_relists_total').map((l) => l.resource)).toEqual(['pods', 'namespaces']);
+    expect(values('podwire_backend_info')).toEqual([
+      { backend: 'iptables', iptables_variant: 'legacy' }, { backend: 'iptables', iptables_variant: 'nft' }, { backend: 'nftables', iptables_variant: 'none' },
+    ]);
     expect(value(fams, 'podwire_enroll_duration_seconds_count', { backend: 'nftables' })).toBe(0);
     for (const f of fams.values()) {
       if (isRuntimeMetric(f.name)) continue;

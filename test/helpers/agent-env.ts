@@ -35,6 +35,8 @@ export async function agentEnv(node: SimulatedNode, extra: Record<string, string
     HEALTH_PORT: String(await freePort()),
     MONITORING_PORT: String(await freePort()),
     NATIVE_NFTABLES: 'true',
+    // No kubelet runs on a simulated node: the nftables host rule matches the test's own uid (root).
+    KUBELET_UID: '0',
     ...extra,
   };
 }

@@ -240,10 +240,13 @@ async function variantOf(ns: Netns, bin: string, env: Record<string, string>): P
   return { mode: out.includes('nf_tables') ? 'nft' : 'legacy', version: m[1]! };
 }
 
-/** Can `bin` program this netns? Adds and removes a rule that never matches (protocol 255). */
+/**
+ * Can `bin` program this netns? Adds and removes a rule that never matches (protocol 255), in
+ * `nat` as upstream: the table the host probe rule and the in-pod redirects need.
+ */
 async function usable(ns: Netns, bin: string, variant: IptablesVariant, env: Record<string, string>): Promise<boolean> {
   const wait = variant.mode === 'legacy' ? [`--wait=${DEFAULT_WAIT_S}`] : [];
-  const rule = ['-t', 'filter', '-A', 'INPUT', '-p', '255', '-j', 'DROP', ...wait];
+  const rule = ['-t', 'nat', '-A', 'INPUT', '-p', '255', '-j', 'RETURN', ...wait];
   const add = await tryRun(ns, [bin, ...rule], env);
   if (!add || add.code !== 0) return false;
   rule[2] = '-D';
@@ -258,11 +261,13 @@ async function holdsRules(ns: Netns, saveBin: string, env: Record<string, string
 }
 
 /**
- * Istio's choice for one family: legacy when it is usable and already holds
- * rules, else nft, else the plain binary. Upstream probes legacy with a test
- * rule *before* looking at its rules, and that probe itself creates a legacy
- * table, so the next detection in the same netns flips to legacy. We look
- * first and only probe the variant we are about to choose.
+ * Istio's choice for one family (`DetectIptablesVersion`): legacy when it is
+ * usable and `<legacy>-save` already prints rules (≥ 3 lines), else nft when
+ * usable, else the plain binary. Upstream probes every variant it looks at
+ * with a test rule, and the legacy probe leaves a legacy `nat` table behind,
+ * so the next detection in that netns (the agent's restart) finds "rules"
+ * and flips to legacy. We probe only the variant we are about to choose.
+ * Only stdout is counted (upstream counts stderr too): a warning is not a rule.
  */
 async function detectFamily(ns: Netns, family: IpFamily, env: Record<string, string>): Promise<IptablesVariant | undefined> {
   const legacy = binary(family, 'legacy', '');

@@ -35,6 +35,14 @@ describe.skipIf(!privileged('iptables-legacy', 'iptables-nft', 'ip6tables-legacy
     expect((await detectBackend({ netns: ns, env: {} })).mode).toBe('nft');
   });
 
+  it('chooses nft where only nft holds rules (they do not count as legacy rules)', async () => {
+    const ns = await freshNetns();
+    await iptables.restore(ns, LEGACY_RULE, { mode: 'nft', family: 4 });
+    await iptables.restore(ns, LEGACY_RULE, { mode: 'nft', family: 6 });
+    expect(await detectBackend({ netns: ns, env: {} })).toMatchObject({ mode: 'nft', v6: { mode: 'nft' }, source: 'detected' });
+    expect(await iptables.save(ns, { mode: 'legacy' })).toEqual([]);
+  });
+
   it('chooses legacy per family where legacy already holds rules', async () => {
     const ns = await freshNetns();
     await iptables.restore(ns, LEGACY_RULE, { mode: 'legacy', family: 4 });
