@@ -11,7 +11,7 @@
 // previous handle open (one job per socket) for comparison.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { native } from '../lib/native.js';
+import { native } from '../lib/net/binding.js';
 import { Netns } from '../lib/net/netns/netns.js';
 import { compile, send, sendOn } from '../lib/net/nft/batch.js';
 import { NetHandle } from '../lib/net/netns/handle.js';

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { native } from '../lib/native.js';
+import { native } from '../lib/net/binding.js';
 import { Netns } from '../lib/net/netns/netns.js';
 import { connect, socketPair } from '../lib/net/sock/seqpacket.js';
 import { encodeHello, encodeRequest, encodeResponse } from '../lib/zds/codec.js';

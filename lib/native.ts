@@ -5,8 +5,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NetError } from './net/errors.js';
-import type { NftCommand, NftObject } from './net/nft/ir.js';
 
 export interface NativeNsId {
   dev: number;
@@ -70,7 +68,8 @@ export interface NativeInetSpec {
  */
 export interface NativeBinding {
   platformSupported: boolean;
-  init(opts: { NetError: typeof NetError }): void;
+  /** Gives the addon the error class it throws (lib/net/errors.ts NetError, handed over by lib/net/binding.ts). */
+  init(opts: { NetError: new (message: string, opts: { errno: number; op: string; code: string }) => Error }): void;
   nsOpen(path: string): NativeNsId & { fd: number };
   nsStat(fd: number): NativeNsId;
   fdClose(fd: number): void;
@@ -111,9 +110,9 @@ export interface NativeBinding {
    * ackEach false: only the last command asks for an ACK (nfnetlink replies in order); errors still name their message.
    * An invalid command throws TypeError with code 'NFT_ENCODE'.
    */
-  nftEncode(commands: NftCommand[], opts?: { ackEach?: boolean }): { batch: Buffer; msgCommand: Int32Array };
+  nftEncode(commands: readonly object[], opts?: { ackEach?: boolean }): { batch: Buffer; msgCommand: Int32Array };
   /** nf_tables messages (a batch or dump replies) as objects; RangeError on broken framing. */
-  nftDecode(messages: Buffer): NftObject[];
+  nftDecode(messages: Buffer): object[];
   /** One NLM_F_DUMP request for NFT_MSG_GET* (table/set filter where it applies). */
   nftDumpRequest(msg: number, family: number, table?: string, set?: string): Buffer;
 }
@@ -159,15 +158,11 @@ function load(): NativeBinding {
 
 let binding: NativeBinding | undefined;
 
-/** The native binding, loaded on first use. */
-export function native(): NativeBinding {
-  if (!binding) {
-    const b = load();
-    if (b.platformSupported) b.init({ NetError });
-    binding = b;
-  }
-  if (!binding.platformSupported) {
-    throw new NetError(`podwire needs Linux (this is ${process.platform})`, { errno: 38, op: 'load', code: 'ENOSYS' });
-  }
+/**
+ * The addon as loaded, once (not initialised: lib/net/binding.ts `native()` hands it the error
+ * class and is what callers use). This module imports nothing of lib/: it is the bottom layer.
+ */
+export function loadBinding(): NativeBinding {
+  binding ??= load();
   return binding;
 }

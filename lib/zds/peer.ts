@@ -10,7 +10,7 @@
 import * as dgram from 'node:dgram';
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
-import { native } from '../native.js';
+import { native } from '../net/binding.js';
 import { adoptTcpServer } from '../net/sock/listen.js';
 import { connect, OwnedFd, type UnixConnection } from '../net/sock/seqpacket.js';
 import { decodeRequest, encodeHello, encodeResponse, ZDS_MAX_RECORD, ZDS_VERSION_V1, type WorkloadInfo, type WorkloadRequest } from './codec.js';

@@ -65,7 +65,7 @@
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { native } from '../native.js';
+import { native } from '../net/binding.js';
 import { NetError } from '../net/errors.js';
 import { MAX_TIMEOUT_MS, optionalTimeout } from '../util/timeout.js';
 import { listen, OwnedFd, type FdLike, type UnixConnection, type UnixListener } from '../net/sock/seqpacket.js';

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
-import { native } from '../../lib/native.js';
+import { native } from '../../lib/net/binding.js';
 import type { Netns } from '../../lib/net/netns/netns.js';
 import { freshNetns } from './netns.js';
 

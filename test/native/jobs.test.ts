@@ -2,7 +2,7 @@
 // FIFO and start as threads free up; counters() reports the counts.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { native } from '../../lib/native.js';
+import { native } from '../../lib/net/binding.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 

@@ -5,7 +5,7 @@
 import { readlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { native } from '../../lib/native.js';
+import { native } from '../../lib/net/binding.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { native } from '../../lib/native.js';
+import { native } from '../../lib/net/binding.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
 

@@ -123,7 +123,7 @@ describe.skipIf(!privileged())('ztunnel-like peer with real pod netns', () => {
   it('nacks a proxy that cannot start (port taken), stays not ready, and retries until it works', async () => {
     const ns = await freshNetns();
     // A conflicting listener without SO_REUSEPORT, as ztunnel's create_proxy_conflict.
-    const conflict = await import('../../lib/native.js').then(({ native }) =>
+    const conflict = await import('../../lib/net/binding.js').then(({ native }) =>
       native().inetOpen(ns.fd, [{ udp: false, address: '0.0.0.0', port: 15008, reusePort: false, transparent: false, optional: false }]));
     const { server, peer } = setup([], { retryMs: 100 });
     const nacks: string[] = [];
@@ -133,7 +133,7 @@ describe.skipIf(!privileged())('ztunnel-like peer with real pod netns', () => {
     expect(nacks[0]).toMatch(/^failure to start proxy : .*15008/);
     expect(peer.ready).toBe(false);
     expect(peer.pending).toEqual(['busy']);
-    const { native } = await import('../../lib/native.js');
+    const { native } = await import('../../lib/net/binding.js');
     native().fdClose(conflict[0]!.fd!);
     await peer.waitFor((p) => p.ready, 3000);
     expect(peer.active.has('busy')).toBe(true);

@@ -4,7 +4,7 @@
 import { closeSync, statSync } from 'node:fs';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, socketPair } from '../../lib/net/sock/seqpacket.js';
-import { native } from '../../lib/native.js';
+import { native } from '../../lib/net/binding.js';
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../../lib/zds/server.js';
 import { ZdsError } from '../../lib/zds/errors.js';
 import { freshNetns } from '../helpers/netns.js';

@@ -2,7 +2,7 @@
 // that netns once (on a native job thread) and then used from the JS thread
 // with no namespace switching. One handle per netns identity, shared by
 // every Netns object that refers to it and closed when the last one closes.
-import { native } from '../../native.js';
+import { native } from '../binding.js';
 import { Addrs } from '../rtnl/addrs.js';
 import { Ipset } from '../ipset/ipset.js';
 import { Links } from '../rtnl/links.js';

@@ -7,7 +7,8 @@ import { accessSync, constants as fsc, readdirSync, readlinkSync } from 'node:fs
 import { constants as osc } from 'node:os';
 import { isIP } from 'node:net';
 import { delimiter, join } from 'node:path';
-import { native, type NativeInetSpec } from '../../native.js';
+import type { NativeInetSpec } from '../../native.js';
+import { native } from '../binding.js';
 import { NetError } from '../errors.js';
 import { acquireHandle, releaseHandle, type NetHandle } from './handle.js';
 

@@ -4,7 +4,7 @@
 // transaction (a failing pod keeps its previous rules); `verify` dumps the
 // tables back and reports any drift. Scripts outside the compiled subset go
 // through `nft -f -` inside the netns, and say so (onFallback / the result).
-import { native } from '../../native.js';
+import { native } from '../binding.js';
 import { NetError } from '../errors.js';
 import type { Netns } from '../netns/netns.js';
 import { apply as nftApply, list as nftList, listText as nftListText } from './tool.js';
@@ -80,7 +80,8 @@ export class CompiledNft {
 
   /** The batch's own messages decoded (what verify expects to find). */
   expected(): NftObject[] {
-    if (!this.#expected) this.#expected = this.batch ? native().nftDecode(this.batch) : [];
+    // The decoder's objects are this IR (native/nft/nft_decode.cc builds them; lib/native.ts types them loosely).
+    if (!this.#expected) this.#expected = this.batch ? native().nftDecode(this.batch) as NftObject[] : [];
     return this.#expected;
   }
 

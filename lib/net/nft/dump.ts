@@ -1,6 +1,6 @@
 // nf_tables dumps over a netlink transport, decoded by the addon into the
 // same objects a compiled batch decodes to (so verify compares like with like).
-import { native } from '../../native.js';
+import { native } from '../binding.js';
 import type { Netns } from '../netns/netns.js';
 import { NFPROTO_UNSPEC } from '../nl/nfnl.js';
 import { retryInterruptedDump, type NlTransport } from '../nl/transport.js';
@@ -19,7 +19,7 @@ export function dumpObjects(nf: NlTransport, msg: number, family: number, table?
   const op = GET_NAMES[msg] ?? `NFT_MSG_${msg}`;
   return retryInterruptedDump(async () => {
     const data = await nf.request(native().nftDumpRequest(msg, family, table, set), op);
-    return data ? native().nftDecode(data) : [];
+    return data ? native().nftDecode(data) as NftObject[] : [];  // the decoder builds this IR
   });
 }
 

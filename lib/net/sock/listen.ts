@@ -5,7 +5,7 @@
 import { optionalTimeout } from '../../util/timeout.js';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
-import { native } from '../../native.js';
+import { native } from '../binding.js';
 import { NetError, fromNodeError } from '../errors.js';
 import type { Netns } from '../netns/netns.js';
 import { constants as osc } from 'node:os';

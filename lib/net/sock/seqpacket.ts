@@ -6,7 +6,8 @@
 // send that would block waits for writability.
 import { constants as osc } from 'node:os';
 import { lstatSync, unlinkSync } from 'node:fs';
-import { native, type NativeUnixSocket } from '../../native.js';
+import type { NativeUnixSocket } from '../../native.js';
+import { native } from '../binding.js';
 import { NetError } from '../errors.js';
 import { optionalTimeout } from '../../util/timeout.js';
 

@@ -8,7 +8,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, listen, socketPair, type UnixConnection } from '../../../lib/net/sock/seqpacket.js';
 import { Netns } from '../../../lib/net/netns/netns.js';
 import { NetError } from '../../../lib/net/errors.js';
-import { native } from '../../../lib/native.js';
+import { native } from '../../../lib/net/binding.js';
 
 const openFds = () => readdirSync('/proc/self/fd').length;
 let dir: string;
