@@ -112,7 +112,11 @@ export class DriftCheck {
 
   private async round(): Promise<DriftRound> {
     const t0 = performance.now();
-    const pruned = (await this.opts.pruneOrphans?.()) ?? [];
+    // A failed prune is reported and the round goes on: the pods' own checks do not depend on it.
+    const pruned = (await this.opts.pruneOrphans?.().catch((err: unknown) => {
+      this.opts.onError?.(err);
+      return [];
+    })) ?? [];
     const pods = this.opts.dataplane.snapshot().filter((e) => e.netns && !e.netns.released).map((e) => e.pod);
     const probeEntries = await this.opts.dataplane.probeEntries();
     const out: DriftRound = { checked: 0, drifted: [], unheld: 0, pruned, durationMs: 0 };
