@@ -7,13 +7,11 @@
 // Label sets whose values are known are pre-initialised at 0, so a scrape shows every series from
 // the start (rate() works from the first increment; upstream only shows a series once it moved).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+// The installer's and the repair controller's outcome vocabularies are theirs (this layer only counts them).
+import { INSTALL_RESULTS, type InstallResult } from '../install/results.js';
+import { REPAIR_RESULTS, REPAIR_TYPES, type RepairResult, type RepairType } from '../repair/results.js';
 
-/** `istio_cni_installs_total{result}` values (upstream `cni/pkg/install/monitoring.go`). */
-export const INSTALL_RESULTS = ['SUCCESS', 'COPY_BINARIES_FAILURE', 'CREATE_KUBECONFIG_FAILURE', 'CREATE_CNI_CONFIG_FAILURE'] as const;
-/** `istio_cni_repair_pods_repaired_total{type}` values. */
-export const REPAIR_TYPES = ['repair', 'delete', 'label'] as const;
-/** `istio_cni_repair_pods_repaired_total{result}` values. */
-export const REPAIR_RESULTS = ['success', 'skip', 'fail'] as const;
+export { INSTALL_RESULTS, REPAIR_RESULTS, REPAIR_TYPES, type InstallResult, type RepairResult, type RepairType };
 /** `istio_cni_plugin_requests_total{response_code}` values (the plugin endpoint's HTTP codes). */
 export const PLUGIN_RESPONSE_CODES = ['200', '400', '500'] as const;
 /** `nodeagent_reconcile_events_total{type}` values (informer event kinds). */
@@ -25,9 +23,6 @@ export const INFORMER_RESOURCES = ['pods', 'namespaces'] as const;
 /** `podwire_zds_{acks,nacks}_total{type}` values: the ZDS request the ack answered. */
 export const ZDS_REQUEST_TYPES = ['add', 'keep', 'del', 'snapshot_sent'] as const;
 
-export type InstallResult = (typeof INSTALL_RESULTS)[number];
-export type RepairType = (typeof REPAIR_TYPES)[number];
-export type RepairResult = (typeof REPAIR_RESULTS)[number];
 export type PluginResponseCode = (typeof PLUGIN_RESPONSE_CODES)[number];
 export type ReconcileEventType = (typeof RECONCILE_EVENT_TYPES)[number];
 export type Backend = (typeof BACKENDS)[number];

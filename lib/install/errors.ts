@@ -1,5 +1,5 @@
 // The installer's one error class. Callers branch on `code` (and `stage`), never on the text.
-import type { InstallResult } from '../agent/metrics.js';
+import type { InstallResult } from './results.js';
 
 /** Which part of an installation (spec §3.1) or of the loop around it failed. */
 export type InstallStage = 'copy-binaries' | 'kubeconfig' | 'cni-config' | 'watch' | 'cleanup';

@@ -13,7 +13,7 @@
 // when an installation fails.
 import { readFile, stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import type { InstallResult } from '../agent/metrics.js';
+import type { InstallResult } from './results.js';
 import { atomicWrite } from './atomic-write.js';
 import { copyBinaries } from './binaries.js';
 import type { InstallConfig } from './config.js';

@@ -32,7 +32,8 @@ import { PODS } from '../kube/resources.js';
 import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
 import { EnrollError } from '../dataplane/errors.js';
 import { isNonRetryable, NonRetryable, realClock, WorkQueue, type Clock, type DropReason } from '../ambient/work-queue.js';
-import type { RepairResult, RepairType } from '../agent/metrics.js';
+import { isResourceExhaustion } from '../util/resource-errors.js';
+import type { RepairResult, RepairType } from './results.js';
 import type { Backend } from '../redirect/apply.js';
 import { isBrokenPod, type BrokenPodFilter } from './predicate.js';
 import type { RepairConfig } from './config.js';
@@ -395,7 +396,8 @@ export class RepairController {
     try {
       await this.opts.ambient!.enroll(pod);
     } catch (err) {
-      const permanent = isNonRetryable(err) || (err instanceof EnrollError && !err.retryable) || (err instanceof RepairError && !err.retryable);
+      // Out of fds or memory is never "for good": no fallback (delete or label) for it; the queue retries.
+      const permanent = !isResourceExhaustion(err) && (isNonRetryable(err) || (err instanceof EnrollError && !err.retryable) || (err instanceof RepairError && !err.retryable));
       this.count('repair', 'fail');
       if (!permanent) throw new RepairError('EnrollFailed', key, true, `enrolling in ambient: ${message(err)}`, { cause: err });
       this.log('warn', `repair: enrolling in ambient failed for good: ${message(err)}`, { pod: key, error: err });
