@@ -44,6 +44,7 @@ import { checkRepairAccess, RepairController } from '../repair/controller.js';
 import { ambientRepairHook } from './ambient-repair.js';
 import type { RepairConfig } from '../repair/config.js';
 import type { InstallConfig } from '../install/config.js';
+import { isResourceExhaustion } from '../util/resource-errors.js';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -589,6 +590,8 @@ export class Agent {
       return r.found.get(uid)?.ref;
     } catch (err) {
       this.log.warn(`proc scan: ${(err as Error).message}`, fields);
+      // Out of fds or memory says nothing about the pod: the caller's queue retries (undefined would drop it).
+      if (isResourceExhaustion(err)) throw err;
       return undefined;
     }
   }

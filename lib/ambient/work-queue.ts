@@ -16,9 +16,14 @@
 //   i.e. maxAttempts counts runs). The ambient queue has unlimited attempts (the default here,
 //   `Infinity`); the repair controller uses 5 (spec §4). A `NonRetryable` error is never
 //   retried (upstream handles `ErrNonRetryableAdd` inside the reconciler by returning nil).
+// - resource exhaustion (EMFILE, ENFILE, ENOMEM, ENOBUFS, EAGAIN on the error or its causes:
+//   lib/util/resource-errors.ts) is a state of the node, not of the key: such a run is always
+//   retried with the backoff, even wrapped in NonRetryable, and does not count against
+//   maxAttempts (a flood that exhausts fds must not make the queue give up on its keys).
 // - one worker by default (spec: "single worker"); `concurrency` raises the bound.
 //
 // Time comes from an injectable `Clock` (real timers by default). No global state.
+import { isResourceExhaustion } from '../util/resource-errors.js';
 import { optionalTimeout } from '../util/timeout.js';
 
 /** Time source and timers; the default uses Date.now and the real setTimeout. */
@@ -211,6 +216,8 @@ export class WorkQueue<K = string> {
   readonly #processing = new Set<K>();
   // client-go delayingType: one pending timer per key, at its earliest ready time.
   readonly #waiting = new Map<K, { readyAt: number; timer: unknown }>();
+  // Runs per key that failed for resource exhaustion since its last forget: not part of its attempts.
+  readonly #exhausted = new Map<K, number>();
 
   #shuttingDown = false;
   #pumpScheduled = false;
@@ -279,6 +286,7 @@ export class WorkQueue<K = string> {
   /** Clears the key's failure count (its next backoff starts at the base again). */
   forget(key: K): void {
     this.#limiter.forget(key);
+    this.#exhausted.delete(key);
   }
 
   numRequeues(key: K): number {
@@ -321,6 +329,7 @@ export class WorkQueue<K = string> {
       this.#queue = [];
       this.#head = 0;
       for (const k of this.#dirty) if (!this.#processing.has(k)) this.#dirty.delete(k);
+      this.#exhausted.clear();
     }
     if (this.#processing.size > 0) {
       let timer: unknown;
@@ -367,22 +376,26 @@ export class WorkQueue<K = string> {
       error = err;
     }
     this.#processed++;
+    const exhausted = failed && isResourceExhaustion(error);
     if (!failed) {
-      this.#limiter.forget(key);
-    } else if (isNonRetryable(error)) {
+      this.forget(key);
+    } else if (isNonRetryable(error) && !exhausted) {
       const attempts = this.#limiter.numRequeues(key) + 1;  // counted before forget() resets it
-      this.#limiter.forget(key);
+      this.forget(key);
       this.#drop(key, error, 'non-retryable', attempts);
     } else {
       // Istio processNextItem: retryCount = NumRequeues + 1; retry while < maxAttempts.
       const attempt = this.#limiter.numRequeues(key) + 1;
-      if (attempt < this.#maxAttempts && !this.#shuttingDown) {
+      const spent = this.#exhausted.get(key) ?? 0;
+      if (exhausted) this.#exhausted.set(key, spent + 1);
+      const withinBudget = exhausted || attempt - spent < this.#maxAttempts;
+      if (withinBudget && !this.#shuttingDown) {
         const delay = this.#limiter.when(key);
         this.#retries++;
         this.addAfter(key, delay);
         this.#notify(() => this.#onRetry?.(key, error, attempt, delay));
-      } else if (attempt >= this.#maxAttempts) {
-        this.#limiter.forget(key);
+      } else if (!withinBudget) {
+        this.forget(key);
         this.#drop(key, error, 'max-attempts', attempt);
       }
     }

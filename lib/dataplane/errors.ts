@@ -1,7 +1,11 @@
 // Enrollment failures carry upstream's error classes: invalid pod info, a netns or rule failure
 // is non-retryable (nothing is left behind; the CNI ADD fails and kubelet
 // re-creates the sandbox), a ztunnel or probe-set failure is retryable (the
-// pod stays cached, so the next ztunnel snapshot delivers it).
+// pod stays cached, so the next ztunnel snapshot delivers it). Whatever the
+// stage, a failure for lack of fds or memory (EMFILE, ENFILE, ENOMEM, ...:
+// lib/util/resource-errors.ts) is retryable: the node's state, not the pod's.
+import { isResourceExhaustion } from '../util/resource-errors.js';
+
 export type EnrollStage = 'input' | 'netns' | 'rules' | 'ztunnel' | 'probe-set';
 
 /**
@@ -25,10 +29,11 @@ export class EnrollError extends Error {
 
   constructor(uid: string, stage: EnrollStage, retryable: boolean, cause: unknown, code?: string) {
     const detail = cause instanceof Error ? cause.message : String(cause);
-    super(`pod ${uid}: ${stage} failed${retryable ? ' (retryable)' : ''}: ${detail}`, { cause });
+    const retry = retryable || isResourceExhaustion(cause);
+    super(`pod ${uid}: ${stage} failed${retry ? ' (retryable)' : ''}: ${detail}`, { cause });
     this.uid = uid;
     this.stage = stage;
-    this.retryable = retryable;
+    this.retryable = retry;
     const own = (cause as { code?: unknown } | null)?.code;
     if (code !== undefined) this.code = code;
     else if (typeof own === 'string') this.code = own;

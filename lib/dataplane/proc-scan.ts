@@ -14,6 +14,7 @@
 import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatIp, parseIp } from '../net/ip.js';
+import { isResourceExhaustion } from '../util/resource-errors.js';
 import { NetnsRef } from './netns-ref.js';
 
 /** Identity of a network namespace: the nsfs inode and its device. */
@@ -183,8 +184,10 @@ function readCapped(path: string, max: number, buf: Buffer): string {
   }
 }
 
+// Out of fds or memory is not "this pid is gone": skipping would report the pod missing (and the
+// caller would drop it); the scan fails and the caller retries.
 function isSkippable(e: unknown): boolean {
-  return typeof (e as NodeJS.ErrnoException)?.code === 'string';
+  return typeof (e as NodeJS.ErrnoException)?.code === 'string' && !isResourceExhaustion(e);
 }
 
 function older(a: PodNetns, b: PodNetns): boolean {
@@ -391,6 +394,7 @@ export async function openPodNetns(pods: Iterable<PodIps>, opts: OpenPodNetnsOpt
       try {
         ref = NetnsRef.open(c.path);
       } catch (e) {
+        if (isResourceExhaustion(e)) throw e;  // not gone: the pod would be reported missing
         refuse(uid, c, 'gone', (e as Error).message);
         continue;
       }
@@ -404,6 +408,7 @@ export async function openPodNetns(pods: Iterable<PodIps>, opts: OpenPodNetnsOpt
           try {
             owned = await holdsAnyIp(ref, ips);
           } catch (e) {
+            if (isResourceExhaustion(e)) throw e;
             refuse(uid, c, 'check-failed', (e as Error).message);
             continue;
           }

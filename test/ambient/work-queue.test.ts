@@ -435,3 +435,61 @@ describe('WorkQueue: delayed adds', () => {
     expect(h.keys()).toEqual(['block', 'a']);
   });
 });
+
+describe('WorkQueue: resource exhaustion is retried, never dropped', () => {
+  // What a proc scan or a netns open throws when the agent is out of fds (Node's errno is negative).
+  const emfile = () => Object.assign(new Error('EMFILE: too many open files, open /host/proc/1/cgroup'), { code: 'EMFILE', errno: -24, syscall: 'open' });
+
+  it('a NonRetryable whose cause is EMFILE is retried, and the key then succeeds', async () => {
+    let n = 0;
+    const h = harness({ impl: async () => { if (++n === 1) throw new NonRetryable('pod x: netns failed', { cause: emfile() }); } });
+    h.q.add('a');
+    await h.clock.advance(1_000);
+    expect(h.runs.map((r) => r.at)).toEqual([0, 5]);
+    expect(h.drops).toEqual([]);
+    expect(h.q.stats()).toMatchObject({ retries: 1, dropped: 0, waiting: 0, queued: 0 });
+  });
+
+  it('exhaustion does not spend maxAttempts: 10 EMFILE runs under maxAttempts 2, then success', async () => {
+    let n = 0;
+    const h = harness({ maxAttempts: 2, impl: async () => { if (++n <= 10) throw emfile(); } });
+    h.q.add('a');
+    await h.clock.advance(120_000);
+    expect(h.runs).toHaveLength(11);
+    expect(h.drops).toEqual([]);
+    // Backoff still applies (5 ms doubling, capped at 5 s), so a flood is not a busy loop.
+    const gaps = h.runs.slice(1).map((r, i) => r.at - h.runs[i]!.at);
+    expect(gaps).toEqual([5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560]);
+  });
+
+  it('after exhaustion, ordinary failures still get their full budget, and then the key is dropped', async () => {
+    let n = 0;
+    const err = new Error('really broken');
+    const h = harness({ maxAttempts: 3, impl: async () => { throw ++n <= 4 ? emfile() : err; } });
+    h.q.add('a');
+    await h.clock.advance(120_000);
+    expect(h.runs).toHaveLength(4 + 3);
+    expect(h.drops).toMatchObject([{ key: 'a', reason: 'max-attempts', err }]);
+  });
+
+  it('ENFILE, ENOMEM and a NetError-like positive errno count; EACCES does not', async () => {
+    const cases: unknown[] = [
+      Object.assign(new Error('x'), { code: 'ENFILE' }),
+      new NonRetryable('wrapped', { cause: new Error('mid', { cause: Object.assign(new Error('y'), { code: 'ENOMEM', errno: 12 }) }) }),
+      new NonRetryable('netlink', { cause: Object.assign(new Error('z'), { code: 'DUMP_INTERRUPTED', errno: 24 }) }),
+    ];
+    for (const c of cases) {
+      let n = 0;
+      const h = harness({ maxAttempts: 1, impl: async () => { if (++n === 1) throw c; } });
+      h.q.add('a');
+      await h.clock.advance(1_000);
+      expect(h.runs, String(c)).toHaveLength(2);
+      expect(h.drops).toEqual([]);
+    }
+    const h = harness({ impl: async () => { throw new NonRetryable('denied', { cause: Object.assign(new Error('w'), { code: 'EACCES', errno: -13 }) }); } });
+    h.q.add('a');
+    await h.clock.advance(1_000);
+    expect(h.runs).toHaveLength(1);
+    expect(h.drops.map((d) => d.reason)).toEqual(['non-retryable']);
+  });
+});
