@@ -11,7 +11,7 @@
 import { existsSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
 import { AmbientController, podIps, type DataplaneLike } from '../ambient/controller.js';
-import { startCniEndpoint, type CniEndpoint } from '../cni/endpoint.js';
+import { SHIM_REQUEST_MAX_BYTES, startCniEndpoint, type CniEndpoint } from '../cni/endpoint.js';
 import { openPodNetns, scanPodNetns, type ProcScanResult } from '../dataplane/proc-scan.js';
 import type { NetnsRef } from '../dataplane/netns-ref.js';
 import { NodeDataplane } from '../dataplane/node.js';
@@ -101,9 +101,6 @@ export class AgentStartError extends Error {
     Object.defineProperty(this.prototype, 'name', { value: 'AgentStartError', enumerable: false });
   }
 }
-
-/** Largest plugin request: 1 MiB of stdin escaped (≤ 6 MiB) plus CNI_* env (≤ 64 KiB each). */
-const CNI_REQUEST_MAX_BYTES = 8 << 20;
 
 /** How long one proc scan answers the informer path's netns lookups. */
 const SCAN_REUSE_MS = 1000;
@@ -254,8 +251,8 @@ export class Agent {
         controller, client: this.client, policy, hostMountsRoot: cfg.hostMountsRoot, ready: () => this.restored, refusedNetns: () => this.refusedNetns,
       }),
       onCni: (body, ctx) => invokeCni(plugin, body, ctx.signal, this.opts.cniDeadlineMs !== undefined ? { deadlineMs: this.opts.cniDeadlineMs } : {}),
-      // The shim sends stdin (≤ 1 MiB) as a JSON string: escaping can grow it up to 6×, plus the env.
-      maxBodyBytes: CNI_REQUEST_MAX_BYTES,
+      // The shim's largest request (its 1 MiB stdin escaped, plus the env); bodies in flight share 4 MiB.
+      maxBodyBytes: SHIM_REQUEST_MAX_BYTES,
       onResponse: ({ status }) => this.metrics.pluginRequests.inc({ response_code: String(status) }),
       onError: (err) => this.log.warn(`cni endpoint: ${err.message}`),
     }));

@@ -17,7 +17,17 @@
 //   405 `Method Not Allowed`     a non-POST on a known path, with `Allow: POST`. Upstream's mux
 //                                accepts any method on /cmdadd; only POST is intended, so only POST.
 //   413                          body over maxBodyBytes (1 MiB; upstream reads unbounded)
+//   503 `node agent busy …`      the bodies in flight would exceed bodyBudgetBytes (the shim retries)
+//   408                          the body did not arrive within bodyDeadlineMs of its headers
+// 413, 503 (busy) and 408 close the connection without reading the rest of the body.
 // The handler's AbortSignal fires on timeout, on client disconnect (Go's request context) and on close().
+//
+// Bounds (the socket is reachable by anything root on the node; a flood must neither take the
+// agent to its fd limit nor its memory up): lib/util/http-guard.ts caps connections (more are
+// closed at accept), closes a connection whose request headers are not complete headerDeadlineMs
+// after accept or the previous answer, and one without traffic for idleMs (above the 25 s in
+// which the agent answers every invocation, lib/cni/invoke.ts); lib/util/http-body.ts bounds
+// each body in size and time, and all bodies held at once (read, or in a handler) by one budget.
 //
 // Socket: upstream chmods its socket 0666 after listen (§1.4). podwire's is 0600 (only the root
 // agent and root-run plugins talk to it), made by unix-listener.ts without a window where it is
@@ -25,6 +35,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { CmdAddBodyError, parseCmdAddBody, type CmdAddRequest } from './cmdadd-body.js';
+import { guardHttpServer, type HttpGuardOptions } from '../util/http-guard.js';
+import { ByteBudget, readBoundedBody, type Lease } from '../util/http-body.js';
 import { optionalTimeout } from '../util/timeout.js';
 import { listenUnix, UnixListenerError, type UnixListener } from './unix-listener.js';
 
@@ -39,6 +51,22 @@ export const CNI_PATH = '/v1/cni';
 /** The shim's exit code rides in this response header; the body is its stdout. */
 export const CNI_EXIT_HEADER = 'X-Podwire-Cni-Exit';
 export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
+/**
+ * The largest `/v1/cni` request podwire-cni sends: its stdin (at most 1 MiB, and valid JSON: the
+ * shim parses it before sending) as a JSON string, which escaping at most doubles (`"`, `\` and
+ * the whitespace \t \n \r are the only bytes of valid JSON that get escaped, each to 2 bytes),
+ * plus the CNI_* variables (each at most 64 KiB; a runtime sets half a dozen short ones).
+ */
+export const SHIM_REQUEST_MAX_BYTES = 3 << 20;
+/** All request bodies held at once (being read or in a handler); a request past it is answered 503. */
+export const DEFAULT_BODY_BUDGET_BYTES = 4 << 20;
+/** A body must be complete this long after its headers (the shim writes its request at once). */
+export const DEFAULT_BODY_DEADLINE_MS = 5_000;
+/**
+ * Connections at most (a node runs ~110 pods; ADD and DEL of all of them at once fit), headers
+ * within 5 s of accept, no connection silent for longer than the 25 s every answer takes at most.
+ */
+export const DEFAULT_CNI_GUARD: Readonly<HttpGuardOptions> = Object.freeze({ maxConnections: 256, headerDeadlineMs: 5_000, idleMs: 30_000 });
 /** The upstream plugin's total HTTP timeout (§2.5): after that nobody is waiting for the answer. */
 export const DEFAULT_HANDLER_TIMEOUT_MS = 5_000;
 
@@ -91,6 +119,12 @@ export interface CniEndpointOptions {
   handlerTimeoutMs?: number;
   /** Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Bytes of all bodies held at once (default 4 MiB; at least maxBodyBytes). */
+  bodyBudgetBytes?: number;
+  /** Default 5000 ms. */
+  bodyDeadlineMs?: number;
+  /** Connection cap, header deadline and idle timeout; DEFAULT_CNI_GUARD for what is not given. */
+  guard?: Partial<HttpGuardOptions>;
   /** How long close() waits for in-flight requests before cutting connections and aborting handlers (ms, default 2000). */
   closeGraceMs?: number;
   /** Handler failures, timeouts and server errors. */
@@ -108,6 +142,8 @@ export interface CniEndpointOptions {
 export interface CniEndpoint {
   readonly server: Server;
   readonly socketPath: string;
+  /** Body bytes charged to the budget now: 0 whenever no request holds a body. */
+  readonly bodyBytesInFlight: number;
   /** Stop accepting, let in-flight requests finish (up to closeGraceMs), unlink our socket. Idempotent. */
   close(): Promise<void>;
 }
@@ -116,9 +152,11 @@ interface Ctx {
   req: IncomingMessage;
   res: ServerResponse;
   path: string;
-  opts: Required<Pick<CniEndpointOptions, 'handlerTimeoutMs' | 'maxBodyBytes'>> & CniEndpointOptions;
+  opts: Required<Pick<CniEndpointOptions, 'handlerTimeoutMs' | 'maxBodyBytes' | 'bodyDeadlineMs'>> & CniEndpointOptions;
   /** Aborted by close() once the grace period is over. */
   closing: AbortSignal;
+  /** This request's share of the body budget, released when its route is done. */
+  lease: Lease;
 }
 
 interface Route {
@@ -150,35 +188,16 @@ function send(ctx: Ctx, status: number, message?: string, close = false): void {
   ctx.opts.onResponse?.({ path: ctx.path, status });
 }
 
-/** Reads the body up to maxBodyBytes; undefined when a 413 has been sent instead. */
-function readBody(ctx: Ctx): Promise<Buffer | undefined> {
+/** Reads the body within its bounds; undefined when a 413, 503 or 408 has been sent instead (or the client left). */
+async function readBody(ctx: Ctx): Promise<Buffer | undefined> {
   const { req, opts } = ctx;
-  const tooLarge = () => send(ctx, 413, `request body larger than ${opts.maxBodyBytes} bytes`, true);
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > opts.maxBodyBytes) {
-    tooLarge();
-    return Promise.resolve(undefined);
-  }
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > opts.maxBodyBytes) {
-        req.off('data', onData);
-        req.pause();
-        tooLarge();
-        resolve(undefined);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    req.on('data', onData);
-    req.once('end', () => resolve(Buffer.concat(chunks, size)));
-    // A client that goes away mid-body: nobody to answer (upstream: read error → 500).
-    req.once('error', () => resolve(undefined));
-    req.once('aborted', () => resolve(undefined));
-  });
+  const r = await readBoundedBody(req, { maxBytes: opts.maxBodyBytes, deadlineMs: opts.bodyDeadlineMs, lease: ctx.lease });
+  if (r.ok) return r.body;
+  if (r.reason === 'too-large') send(ctx, 413, `request body larger than ${opts.maxBodyBytes} bytes`, true);
+  else if (r.reason === 'busy') send(ctx, 503, 'node agent busy: too many request bodies in flight', true);
+  else if (r.reason === 'timeout') send(ctx, 408, `request body not complete within ${opts.bodyDeadlineMs} ms`, true);
+  // 'gone': a client that went away mid-body has nobody to answer (upstream: read error → 500).
+  return undefined;
 }
 
 async function handleCmdAdd(ctx: Ctx): Promise<void> {
@@ -277,9 +296,14 @@ function validate(opts: CniEndpointOptions): void {
   option(() => optionalTimeout(opts.handlerTimeoutMs, 'handlerTimeoutMs', undefined));
   option(() => optionalTimeout(opts.closeGraceMs, 'closeGraceMs', undefined, { allowZero: true }));
   const max = opts.maxBodyBytes;
-  if (max !== undefined && !(Number.isFinite(max) && max > 0)) {
-    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `maxBodyBytes must be a finite number > 0, got ${String(max)}`);
+  if (max !== undefined && !(Number.isSafeInteger(max) && max > 0)) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `maxBodyBytes must be a positive integer, got ${String(max)}`);
   }
+  const budget = opts.bodyBudgetBytes;
+  if (budget !== undefined && !(Number.isSafeInteger(budget) && budget >= (max ?? DEFAULT_MAX_BODY_BYTES))) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `bodyBudgetBytes must be an integer >= maxBodyBytes, got ${String(budget)}`);
+  }
+  option(() => optionalTimeout(opts.bodyDeadlineMs, 'bodyDeadlineMs', undefined));
   const sock = join(opts.runDir, PLUGIN_EVENT_SOCKET);
   if (Buffer.byteLength(sock) > MAX_SOCKET_PATH_BYTES) {
     throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', `socket path longer than ${MAX_SOCKET_PATH_BYTES} bytes: ${sock}`);
@@ -293,15 +317,17 @@ export async function startCniEndpoint(options: CniEndpointOptions): Promise<Cni
     ...options,
     handlerTimeoutMs: options.handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS,
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    bodyDeadlineMs: options.bodyDeadlineMs ?? DEFAULT_BODY_DEADLINE_MS,
   };
   const socketPath = join(opts.runDir, PLUGIN_EVENT_SOCKET);
   const closingAc = new AbortController();
+  const budget = new ByteBudget(options.bodyBudgetBytes ?? Math.max(DEFAULT_BODY_BUDGET_BYTES, opts.maxBodyBytes));
 
   const server = createServer(
     { maxHeaderSize: MAX_HEADER_BYTES, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS },
     (req, res) => {
       const path = (req.url ?? '').split('?', 1)[0] ?? '';
-      const ctx: Ctx = { req, res, path, opts, closing: closingAc.signal };
+      const ctx: Ctx = { req, res, path, opts, closing: closingAc.signal, lease: budget.lease() };
       const route = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
       const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
       if (route === undefined) return send(ctx, 404, '404 page not found', hasBody);
@@ -312,10 +338,15 @@ export async function startCniEndpoint(options: CniEndpointOptions): Promise<Cni
       route.handle(ctx).catch((err: unknown) => {
         opts.onError?.(new CniEndpointError('ERR_CNI_ENDPOINT_SERVER', (err as Error)?.message ?? String(err), { cause: err }));
         send(ctx, 500, 'internal error');
-      });
+      }).finally(() => ctx.lease.release());
     },
   );
   server.maxHeadersCount = 64;
+  try {
+    guardHttpServer(server, { ...DEFAULT_CNI_GUARD, ...opts.guard });
+  } catch (e) {
+    throw new CniEndpointError('ERR_CNI_ENDPOINT_OPTIONS', (e as Error).message);
+  }
 
   let listener: UnixListener;
   try {
@@ -332,6 +363,9 @@ export async function startCniEndpoint(options: CniEndpointOptions): Promise<Cni
   return {
     server,
     socketPath,
+    get bodyBytesInFlight() {
+      return budget.used;
+    },
     close() {
       closing ??= (async () => {
         await new Promise<void>((done) => {
