@@ -4,7 +4,7 @@
 // plugin entry itself. The entry comes from the installer's settings (flags, env, defaults,
 // as `podwire agent` reads them) or, for render, from a file given with --entry.
 import { basename } from 'node:path';
-import { ConfigError } from '../agent/config.js';
+import { ConfigError } from '../settings/framework.js';
 import { describeInstallSettings, parseInstallConfig, type InstallConfig } from '../install/config.js';
 import { insertEntry, parseJsonObject } from '../install/conflist.js';
 import { PLUGIN_NAME, renderPluginEntry } from '../install/plugin-entry.js';

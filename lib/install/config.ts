@@ -11,9 +11,10 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
-  absPath, Bad, bool, ConfigError, describeTable, goDuration, oneOf, optional, port, readSettings, agentSetting, SETTINGS,
-  type Env, type LogLevel, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
-} from '../agent/config.js';
+  absPath, Bad, bool, ConfigError, describeTable, goDuration, oneOf, optional, port, readSettings,
+  type Env, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
+} from '../settings/framework.js';
+import { agentSetting, SETTINGS, type LogLevel } from '../settings/node.js';
 import type { EnablementSelector } from '../mesh/enablement.js';
 import { SERVICE_ACCOUNT_DIR } from './kubeconfig.js';
 import type { PluginEntrySettings } from './plugin-entry.js';

@@ -7,9 +7,10 @@
 // and the installer's flags are accepted and skipped here (`{ foreign }`), and the settings it
 // shares with the agent (NODE_NAME, NATIVE_NFTABLES) are the agent's own table entries.
 import {
-  Bad, bool, ConfigError, describeTable, goDuration, readSettings, agentSetting, SETTINGS,
+  Bad, bool, ConfigError, describeTable, goDuration, readSettings,
   type Env, type ReadSettingsOptions, type SettingDescription, type SettingSpec,
-} from '../agent/config.js';
+} from '../settings/framework.js';
+import { agentSetting, SETTINGS } from '../settings/node.js';
 import { INSTALL_SETTINGS } from '../install/config.js';
 
 export interface RepairConfig {

@@ -1,7 +1,7 @@
 // Every setting's parsing, precedence (flag > env > default) and each validation error by code/setting.
 import { describe, expect, it } from 'vitest';
 import { ConfigError, describeSettings, parseAgentConfig, selectionPolicy, SETTINGS, type AgentConfig } from '../../lib/agent/config.js';
-import { parseGoDuration } from '../../lib/agent/duration.js';
+import { parseGoDuration } from '../../lib/settings/duration.js';
 import { decideAmbient, DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/index.js';
 import { configError } from '../helpers/config-error.js';
 
