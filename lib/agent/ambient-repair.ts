@@ -5,7 +5,7 @@
 // controller then labels or deletes per REPAIR_*; its resync tries again later).
 import type { V1Pod } from '@kubernetes/client-node';
 import { podIps, type AmbientController } from '../ambient/controller.js';
-import { NonRetryable } from '../ambient/work-queue.js';
+import { NonRetryable } from '../kube/work-queue.js';
 import type { AmbientRepairHook } from '../repair/controller.js';
 import type { NetnsRef } from '../dataplane/netns-ref.js';
 

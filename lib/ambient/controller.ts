@@ -22,7 +22,7 @@ import { EnrollError, ERR_ENROLL_ABORTED, isEnrollAborted, OperationAbortedError
 import type { PodInfo } from '../dataplane/types.js';
 import type { NetnsRef } from '../dataplane/netns-ref.js';
 import { KeyedLock } from '../util/keyed-lock.js';
-import { NonRetryable, WorkQueue, type DropReason } from './work-queue.js';
+import { NonRetryable, WorkQueue, type DropReason } from '../kube/work-queue.js';
 
 export { REDIRECTION_ANNOTATION };
 export const EVENT_COMPONENT = 'istio-cni-node';

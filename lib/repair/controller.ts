@@ -31,7 +31,7 @@ import { annotatePodViaStatus } from '../kube/pods.js';
 import { PODS } from '../kube/resources.js';
 import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
 import { EnrollError } from '../dataplane/errors.js';
-import { isNonRetryable, NonRetryable, realClock, WorkQueue, type Clock, type DropReason } from '../ambient/work-queue.js';
+import { isNonRetryable, NonRetryable, realClock, WorkQueue, type Clock, type DropReason } from '../kube/work-queue.js';
 import { isResourceExhaustion } from '../util/resource-errors.js';
 import type { RepairResult, RepairType } from './results.js';
 import type { Backend } from '../redirect/apply.js';

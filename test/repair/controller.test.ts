@@ -7,7 +7,7 @@
 import { afterEach, expect, it } from 'vitest';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { patchPodStatus } from '../../lib/kube/pods.js';
-import { NonRetryable } from '../../lib/ambient/work-queue.js';
+import { NonRetryable } from '../../lib/kube/work-queue.js';
 import { scanPodNetns } from '../../lib/dataplane/proc-scan.js';
 import { verify } from '../../lib/redirect/apply.js';
 import { sidecarRules } from '../../lib/redirect/sidecar.js';

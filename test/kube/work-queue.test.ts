@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   BucketRateLimiter, ItemExponentialFailureRateLimiter, NonRetryable, WorkQueue, defaultControllerRateLimiter,
   type Clock, type DropReason, type WorkQueueOptions,
-} from '../../lib/ambient/work-queue.js';
+} from '../../lib/kube/work-queue.js';
 
 /** Manual clock: timers fire only in advance(), in time order, with promise jobs flushed between. */
 class FakeClock implements Clock {
