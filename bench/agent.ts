@@ -528,7 +528,7 @@ interface SideResult {
 
 /** One side: build the node, enroll by labels, restart RUNS times; podwire also measures memory, rules and drift. */
 async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: KubeClient; kubeconfig: string; pods: number; labelPods: number; runs: number; flush: number; nodeFlags: string[]; children: Set<ChildProcess> }): Promise<SideResult> {
-  const { ZtunnelPeer } = await import('../lib/zds/peer.js');
+  const { ZtunnelPeer } = await import('../lib/testing/ztunnel-peer.js');
   const tag = mode === 'podwire' ? 'a' : 'b';
   const node = new BenchNode(tag, opts.root, opts.admin);
   const first = `${node.name}-ns1`;

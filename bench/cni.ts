@@ -37,7 +37,7 @@ import { KubeClient } from '../lib/kube/client.js';
 import { loadKubeconfig } from '../lib/kube/config.js';
 import { listenTcp } from '../lib/net/sock/listen.js';
 import type { Netns } from '../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../lib/zds/peer.js';
+import { ZtunnelPeer } from '../lib/testing/ztunnel-peer.js';
 import { bridgeConflist, debianCniAvailable, makeCniBinDir, writeConflist } from '../test/helpers/cni-fixtures.js';
 import { startContainerd, type Containerd } from '../test/helpers/containerd.js';
 import { ExecTimer } from './lib/exec-timer.js';

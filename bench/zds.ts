@@ -12,7 +12,7 @@ import { native } from '../lib/net/binding.js';
 import { Netns } from '../lib/net/netns/netns.js';
 import { connect, socketPair } from '../lib/net/sock/seqpacket.js';
 import { encodeHello, encodeRequest, encodeResponse } from '../lib/zds/codec.js';
-import { ZtunnelPeer } from '../lib/zds/peer.js';
+import { ZtunnelPeer } from '../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod } from '../lib/zds/server.js';
 import { nowUs, timeEach, writeResults, type Series } from './lib/report.js';
 

@@ -41,7 +41,6 @@ export * as redirect from './redirect/index.js';
 // The ztunnel protocol and the enrollment pipeline.
 export { ZdsServer, ZTUNNEL_SOCKET_PATH } from './zds/server.js';
 export type { ZdsServerOptions, ZdsPod, ZdsPodProvider } from './zds/server.js';
-export { ZtunnelPeer } from './zds/peer.js';
 export { Dataplane } from './dataplane/dataplane.js';
 export { NodeDataplane } from './dataplane/node.js';
 export type { NodeDataplaneOptions } from './dataplane/node.js';

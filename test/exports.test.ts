@@ -5,13 +5,21 @@ import * as podwire from '../lib/index.js';
 describe('package exports', () => {
   it('exposes the library surface', () => {
     for (const name of ['Netns', 'NetError', 'isExist', 'isNotFound', 'connectTcp', 'listenTcp', 'listenUnix', 'connectUnix',
-      'iptables', 'nft', 'Transaction', 'nftNative', 'captureNft', 'replayNft', 'ZdsServer', 'ZtunnelPeer', 'Dataplane',
+      'iptables', 'nft', 'Transaction', 'nftNative', 'captureNft', 'replayNft', 'ZdsServer', 'Dataplane',
       'NodeDataplane', 'EnrollError']) {
       expect(podwire, name).toHaveProperty(name);
     }
     expect(typeof podwire.redirect.inpodRules).toBe('function');
     expect(typeof podwire.redirect.apply).toBe('function');
     expect(podwire.ZTUNNEL_SOCKET_PATH).toBe('/var/run/ztunnel/ztunnel.sock');
+  });
+});
+
+describe('package exports: podwire/testing', () => {
+  it('holds the peer stand-ins, which the root entry does not', async () => {
+    const testing = await import('../lib/testing/index.js');
+    for (const name of ['ZtunnelPeer', 'buildNode']) expect(testing, name).toHaveProperty(name);
+    expect(podwire).not.toHaveProperty('ZtunnelPeer');
   });
 });
 

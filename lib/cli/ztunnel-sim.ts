@@ -4,7 +4,7 @@
 // line per event until SIGINT/SIGTERM.
 import { UsageError, noExtraPositionals, parseArgs } from './args.js';
 import type { Command } from './main.js';
-import { ZtunnelPeer } from '../zds/peer.js';
+import { ZtunnelPeer } from '../testing/ztunnel-peer.js';
 import { ZTUNNEL_SOCKET_PATH } from '../zds/server.js';
 import { MAX_TIMEOUT_MS } from '../util/timeout.js';
 

@@ -11,7 +11,7 @@ import type { Backend } from '../redirect/apply.js';
 import { Netns } from '../net/netns/netns.js';
 import { quantile } from '../util/stats.js';
 import { mapLimit } from '../util/limit.js';
-import { ZtunnelPeer } from '../zds/peer.js';
+import { ZtunnelPeer } from '../testing/ztunnel-peer.js';
 import { startApp } from './app.js';
 import { runChecks, type CheckResult } from './checks.js';
 import { collisions, createRunDir, defaultDemoPrefix, ipamDir, isSafePrefix } from './leftovers.js';

@@ -7,7 +7,7 @@ import { afterEach, expect, it } from 'vitest';
 import { Agent } from '../../lib/agent/agent.js';
 import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode } from '../helpers/agent-node.js';
 import { adminClient, agentClient, describeKube, freshNamespace, removeNamespace, until, within } from '../helpers/kube.js';
 import { privileged } from '../helpers/privileged.js';

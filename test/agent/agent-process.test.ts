@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { afterEach, expect, it } from 'vitest';
 import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode, type TestPod } from '../helpers/agent-node.js';
 import { runCli, spawnAgent, type SpawnedCli } from '../helpers/cli.js';
 import { httpGet } from '../helpers/http.js';

@@ -10,7 +10,7 @@ import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import { KubeClient } from '../../lib/kube/client.js';
 import { loadKubeconfig } from '../../lib/kube/config.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode, type TestPod } from '../helpers/agent-node.js';
 import { describeKube, freshNamespace, ownControlPlane, removeNamespace, until, within } from '../helpers/kube.js';
 import { privileged } from '../helpers/privileged.js';

@@ -13,7 +13,7 @@ import { tcpProbe, hostPort } from '../../lib/demo/traffic.js';
 import { NftProbeSet } from '../../lib/dataplane/probe-set-nft.js';
 import { passThrough } from '../../lib/cni/result.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode, NODE_APP, unixRequest, type TestPod } from '../helpers/agent-node.js';
 import { httpGet } from '../helpers/http.js';
 import { adminClient, agentClient, describeKube, freshNamespace, removeNamespace, until, within } from '../helpers/kube.js';

@@ -9,7 +9,7 @@ import { afterEach, expect, it } from 'vitest';
 import { Agent } from '../../lib/agent/agent.js';
 import { iptables } from '../../lib/net/xtables/iptables.js';
 import { createLogging } from '../../lib/util/log.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode } from '../helpers/agent-node.js';
 import { httpGet } from '../helpers/http.js';
 import { adminClient, agentClient, describeKube, freshNamespace, until, within } from '../helpers/kube.js';

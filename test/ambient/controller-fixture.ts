@@ -14,7 +14,7 @@ import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from '../../
 import type { SelectionPolicy } from '../../lib/mesh/decision.js';
 import { patchPodStatus } from '../../lib/kube/pods.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { adminClient, createPod, freshNamespace, within } from '../helpers/kube.js';
 
 export const policy: SelectionPolicy = {

@@ -24,7 +24,7 @@ import { sidecarRules } from '../../lib/redirect/sidecar.js';
 import { patchPodStatus } from '../../lib/kube/pods.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode } from '../helpers/agent-node.js';
 import { bridgeConflist, debianCniAvailable, makeCniBinDir, writeConflist } from '../helpers/cni-fixtures.js';
 import { CONTAINERD_TOOLS, startContainerd, type Containerd, type Sandbox } from '../helpers/containerd.js';

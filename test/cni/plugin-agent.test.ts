@@ -10,7 +10,7 @@ import { afterEach, expect, it } from 'vitest';
 import { PatchStrategy } from '@kubernetes/client-node';
 import { Agent, type AgentOptions } from '../../lib/agent/agent.js';
 import { createLogging } from '../../lib/util/log.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AgentTestNode, unixRequest } from '../helpers/agent-node.js';
 import { adminClient, agentClient, createPod, describeKube, freshNamespace, removeNamespace, until, within } from '../helpers/kube.js';
 import { privileged } from '../helpers/privileged.js';

@@ -10,7 +10,7 @@ import type { PodInfo } from '../../lib/dataplane/types.js';
 import { buildNode, type DemoNode } from '../../lib/demo/topology.js';
 import { tcpProbe } from '../../lib/demo/traffic.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { privileged } from '../helpers/privileged.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NodeDataplane } from '../../lib/dataplane/node.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
 import { buildNode } from '../../lib/demo/topology.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { privileged } from '../helpers/privileged.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -20,7 +20,7 @@ import { patchPodStatus } from '../../lib/kube/pods.js';
 import { GRANTED_TO_EVERY_IDENTITY, PERMISSIONS, ROLE_FEATURES, type Permission } from '../../lib/kube/permissions.js';
 import { REDIRECTION_ANNOTATION } from '../../lib/mesh/constants.js';
 import { parseRepairConfig } from '../../lib/repair/config.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { AGENT_CLUSTER_ROLE, AGENT_CLUSTER_ROLES, NODE_TAINT_CLUSTER_ROLE, REPAIR_DELETE_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
 import { authorizes, grantKey, grantsOf, recordRequests, requestInfo, requestLabel, type ApiRequest, type Grant } from '../helpers/api-requests.js';
 import { AgentTestNode, NODE_APP, unixRequest, type TestPod } from '../helpers/agent-node.js';

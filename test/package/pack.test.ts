@@ -191,7 +191,7 @@ describe.skipIf(!privileged('iptables-save', 'make', 'g++', 'python3', 'strip'))
       }
     }
     for (const t of targets) expect(files.has(t.replace(/^\.\//, '')), t).toBe(true);
-    expect(Object.keys(pkg.exports).sort()).toEqual(['.', './agent', './kube', './package.json']);
+    expect(Object.keys(pkg.exports).sort()).toEqual(['.', './agent', './kube', './package.json', './testing']);
   });
 
   it('installs offline from the tarball into a scratch project without compiling anything', async () => {
@@ -218,20 +218,21 @@ describe.skipIf(!privileged('iptables-save', 'make', 'g++', 'python3', 'strip'))
     installed = dir;
   }, 240_000);
 
-  it('exports ".", "./kube", "./agent" and "./package.json", and nothing deeper', async () => {
+  it('exports ".", "./kube", "./agent", "./testing" and "./package.json", and nothing deeper', async () => {
     needInstall();
     const script = `
       import * as root from 'podwire';
       import * as kube from 'podwire/kube';
       import * as agent from 'podwire/agent';
+      import * as testing from 'podwire/testing';
       import { createRequire } from 'node:module';
       const require = createRequire(import.meta.url);
       let deep = 'loaded';
       try { await import('podwire/dist/native.js'); } catch (e) { deep = e.code; }
-      console.log(JSON.stringify({ root: typeof root.Netns, kube: typeof kube.KubeClient, agent: typeof agent.Agent,
+      console.log(JSON.stringify({ root: typeof root.Netns, kube: typeof kube.KubeClient, agent: typeof agent.Agent, testing: typeof testing.ZtunnelPeer,
         version: require('podwire/package.json').version, deep }));`;
     const r = await ok([process.execPath, '--input-type=module', '-e', script], { cwd: project, timeoutMs: 30_000 });
-    expect(JSON.parse(r.out)).toEqual({ root: 'function', kube: 'function', agent: 'function', version: '0.1.0', deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED' });
+    expect(JSON.parse(r.out)).toEqual({ root: 'function', kube: 'function', agent: 'function', testing: 'function', version: '0.1.0', deep: 'ERR_PACKAGE_PATH_NOT_EXPORTED' });
   });
 
   it('npx podwire --help works from the project, and the CNI plugin default is the shipped podwire-cni', async () => {

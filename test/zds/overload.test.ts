@@ -5,7 +5,7 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, socketPair, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod } from '../../lib/zds/server.js';
 import { decodeRequest, encodeHello, encodeResponse } from '../../lib/zds/codec.js';
 import { privileged } from '../helpers/privileged.js';

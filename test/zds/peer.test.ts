@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listen, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import type { Netns } from '../../lib/net/netns/netns.js';
 import { encodeRequest, decodeResponse, encodeHello } from '../../lib/zds/codec.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod } from '../../lib/zds/server.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, OwnedFd, socketPair, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { encodeHello } from '../../lib/zds/codec.js';
-import { ZtunnelPeer } from '../../lib/zds/peer.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../../lib/zds/server.js';
 import type { ZdsError } from '../../lib/zds/errors.js';
 import { devNull, FakeZtunnel, hungUp, info, openFds, tempSocketPath, until } from './helpers.js';

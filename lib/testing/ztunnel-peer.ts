@@ -13,8 +13,8 @@ import * as net from 'node:net';
 import { native } from '../net/binding.js';
 import { adoptTcpServer } from '../net/sock/listen.js';
 import { connect, OwnedFd, type UnixConnection } from '../net/sock/seqpacket.js';
-import { decodeRequest, encodeHello, encodeResponse, ZDS_MAX_RECORD, ZDS_VERSION_V1, type WorkloadInfo, type WorkloadRequest } from './codec.js';
-import { ZTUNNEL_SOCKET_PATH } from './server.js';
+import { decodeRequest, encodeHello, encodeResponse, ZDS_MAX_RECORD, ZDS_VERSION_V1, type WorkloadInfo, type WorkloadRequest } from '../zds/codec.js';
+import { ZTUNNEL_SOCKET_PATH } from '../zds/server.js';
 import { checkTimeout, optionalTimeout } from '../util/timeout.js';
 
 /** ztunnel's in-pod packet mark (DEFAULT_INPOD_MARK); the CNI rules skip it. */
