@@ -45,6 +45,7 @@ import { ambientRepairHook } from './ambient-repair.js';
 import type { RepairConfig } from '../repair/config.js';
 import type { InstallConfig } from '../install/config.js';
 import { isResourceExhaustion } from '../util/resource-errors.js';
+import { sleep } from '../util/sleep.js';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -105,7 +106,6 @@ export class AgentStartError extends Error {
 /** How long one proc scan answers the informer path's netns lookups. */
 const SCAN_REUSE_MS = 1000;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class Agent {
   readonly config: AgentConfig;

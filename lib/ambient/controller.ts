@@ -14,7 +14,7 @@ import type { KubeClient } from '../kube/client.js';
 import { isNotFound } from '../kube/errors.js';
 import { createPodEvent } from '../kube/events.js';
 import type { Informer } from '../kube/informer.js';
-import { annotatePodViaStatus } from '../kube/pods.js';
+import { annotatePodViaStatus, podIps, podKey } from '../kube/pods.js';
 import { namespaceInformer, podInformer } from '../kube/resources.js';
 import { REDIRECTION_ANNOTATION } from '../mesh/constants.js';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
@@ -120,12 +120,7 @@ interface Removal {
   dataplane?: { held: boolean; rulesRemoved: boolean };
 }
 
-/** status.podIPs, else status.podIP. */
-export function podIps(pod: V1Pod): string[] {
-  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip).filter((ip): ip is string => typeof ip === 'string' && ip.length > 0);
-  if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
-  return ips;
-}
+export { podIps };
 
 /** The dataplane's view of a pod. */
 export function podInfoOf(pod: V1Pod, ips: string[] = podIps(pod)): PodInfo {
@@ -136,7 +131,6 @@ export function podInfoOf(pod: V1Pod, ips: string[] = podIps(pod)): PodInfo {
   return info;
 }
 
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && [...a].sort().join(',') === [...b].sort().join(',');
 
 export class AmbientController {
@@ -190,12 +184,12 @@ export class AmbientController {
     const enqueue = (key: string) => { if (this.ready) this.queue.add(key); };
     const count = (type: InformerEventType, resource: 'pods' | 'namespaces') => this.opts.onEvent?.(type, resource);
     this.unsubscribe.push(
-      this.pods.on('add', (p) => { count('add', 'pods'); enqueue(keyOf(p)); }),
-      this.pods.on('update', (p) => { count('update', 'pods'); enqueue(keyOf(p)); }),
+      this.pods.on('add', (p) => { count('add', 'pods'); enqueue(podKey(p)); }),
+      this.pods.on('update', (p) => { count('update', 'pods'); enqueue(podKey(p)); }),
       this.pods.on('delete', (p) => {
         count('delete', 'pods');
-        this.gone.set(keyOf(p), p);
-        enqueue(keyOf(p));
+        this.gone.set(podKey(p), p);
+        enqueue(podKey(p));
       }),
       this.pods.on('error', (err) => this.log('warn', `ambient: pod informer: ${(err as Error)?.message ?? String(err)}`, { error: err })),
       this.namespaces.on('add', (ns) => { count('add', 'namespaces'); if (this.ready) this.enqueueNamespace(ns.metadata?.name); }),
@@ -215,7 +209,7 @@ export class AmbientController {
     if (!this.started) throw new Error('AmbientController: sync() first');
     if (this.ready) return;
     this.ready = true;
-    for (const p of this.pods.list()) this.queue.add(keyOf(p));
+    for (const p of this.pods.list()) this.queue.add(podKey(p));
     for (const key of this.gone.keys()) this.queue.add(key);
   }
 
@@ -245,7 +239,7 @@ export class AmbientController {
 
   /** Whether this controller still has work for the pod (queued, running or waiting to retry). */
   busy(pod: V1Pod): boolean {
-    return this.queue.has(keyOf(pod));
+    return this.queue.has(podKey(pod));
   }
 
   /** Enrolled by this controller, or held by the dataplane (CNI path, startup snapshot). */
@@ -260,7 +254,7 @@ export class AmbientController {
 
   private enqueueNamespace(name: string | undefined): void {
     if (!name) return;
-    for (const p of this.pods.list()) if (p.metadata?.namespace === name) this.queue.add(keyOf(p));
+    for (const p of this.pods.list()) if (p.metadata?.namespace === name) this.queue.add(podKey(p));
   }
 
   /** One key: the work queue calls this; a rejection is retried, NonRetryable is dropped. */
@@ -341,7 +335,7 @@ export class AmbientController {
 
   /** addPodToMesh; resolves false when `ifUnheld` found the pod enrolled already (annotated all the same). */
   private async enrollPod(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal; ifUnheld?: boolean }): Promise<boolean> {
-    const key = keyOf(pod);
+    const key = podKey(pod);
     const uid = pod.metadata?.uid ?? '';
     const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
     const known = this.known(uid);
@@ -454,7 +448,7 @@ export class AmbientController {
     }
     this.removing.delete(uid);
     this.stats.removed++;
-    this.log('info', `ambient: pod removed from the mesh (${reason})`, { pod: pod ? keyOf(pod) : `${meshed.namespace}/${meshed.name}` });
+    this.log('info', `ambient: pod removed from the mesh (${reason})`, { pod: pod ? podKey(pod) : `${meshed.namespace}/${meshed.name}` });
     return out;
   }
 
@@ -530,7 +524,7 @@ export class AmbientController {
     this.enrolled.delete(uid);
     this.warned.delete(uid);
     this.stats.deleted++;
-    this.log('info', 'ambient: deleted pod removed from the mesh', { pod: keyOf(pod) });
+    this.log('info', 'ambient: deleted pod removed from the mesh', { pod: podKey(pod) });
   }
 
   private async setAnnotation(pod: V1Pod, value: 'enabled' | 'pending' | null, mustSucceed: boolean, signal?: AbortSignal): Promise<void> {
@@ -548,7 +542,7 @@ export class AmbientController {
     try {
       await createPodEvent(this.opts.client, pod, { type: 'Warning', reason: 'EnrollFailed', message, component: EVENT_COMPONENT, host: this.opts.nodeName });
     } catch (err) {
-      this.log('warn', `ambient: posting an event: ${(err as Error).message}`, { pod: keyOf(pod), error: err });
+      this.log('warn', `ambient: posting an event: ${(err as Error).message}`, { pod: podKey(pod), error: err });
     }
   }
 }

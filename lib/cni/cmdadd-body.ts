@@ -11,6 +11,7 @@
 // answer 400 up front instead of failing later with a 500: the intended behaviour, stated here.
 import { formatIp, parseIp } from '../net/ip.js';
 import { nameProblem, type InvalidNameReason, type NameRule } from '../kube/names.js';
+import { isJsonObject } from '../util/json.js';
 
 /** One entry of prevResult.ips as the plugin forwards it (Go `IPConfig`). */
 export interface CniIpConfig {
@@ -64,7 +65,6 @@ export class CmdAddBodyError extends Error {
 
 type Obj = Record<string, unknown>;
 
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Go `encoding/json` field lookup: case-insensitive, the last matching key in the object wins. */
 function field(obj: Obj, name: string): unknown {
@@ -120,7 +120,7 @@ export function unmapIp(ip: string): string {
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 function parseIpConfig(v: unknown, path: string): CniIpConfig {
-  if (!isObj(v)) throw bad(path, `must be an object, got ${jsonType(v)}`);
+  if (!isJsonObject(v)) throw bad(path, `must be an object, got ${jsonType(v)}`);
 
   const iface = field(v, 'Interface');
   if (iface !== undefined && iface !== null && !(typeof iface === 'number' && Number.isSafeInteger(iface))) {
@@ -128,7 +128,7 @@ function parseIpConfig(v: unknown, path: string): CniIpConfig {
   }
 
   const addr = field(v, 'Address');
-  if (!isObj(addr)) throw bad(`${path}.Address`, `required, must be an object, got ${jsonType(addr ?? null)}`);
+  if (!isJsonObject(addr)) throw bad(`${path}.Address`, `required, must be an object, got ${jsonType(addr ?? null)}`);
   const rawIp = field(addr, 'IP');
   if (typeof rawIp !== 'string' || rawIp === '') throw bad(`${path}.Address.IP`, 'required, must be an IP address string');
   const ip = canonicalIp(rawIp);
@@ -163,7 +163,7 @@ export function parseCmdAddBody(body: Buffer | string): CmdAddRequest {
   } catch (e) {
     throw new CmdAddBodyError('ERR_CNI_EVENT_JSON', `invalid JSON: ${(e as Error).message}`, undefined, { cause: e });
   }
-  if (!isObj(doc)) throw new CmdAddBodyError('ERR_CNI_EVENT_JSON', `body must be a JSON object, got ${jsonType(doc)}`);
+  if (!isJsonObject(doc)) throw new CmdAddBodyError('ERR_CNI_EVENT_JSON', `body must be a JSON object, got ${jsonType(doc)}`);
 
   const netns = requiredString(doc, 'Netns');
   // Validated before anything looks them up: `..` as a pod name reached the API path as is.

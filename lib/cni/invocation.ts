@@ -2,6 +2,7 @@
 // `{command, env: {CNI_*}, config: "<stdin>"}`, checked the way skel checks
 // the environment before a plugin runs.
 import { CNI_CODES, CniError } from './errors.js';
+import { isJsonObject } from '../util/json.js';
 
 export const CNI_COMMANDS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'] as const;
 export type CniCommand = (typeof CNI_COMMANDS)[number];
@@ -18,7 +19,6 @@ export interface Invocation {
 }
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 // What each command needs (skel): ADD/DEL/CHECK need the container and interface; ADD and CHECK a netns.
 const NEEDS: Record<CniCommand, readonly string[]> = {
@@ -36,7 +36,7 @@ export function parseInvocation(body: Buffer | string): Invocation {
   } catch (err) {
     throw new CniError(CNI_CODES.DECODE, `plugin request is not JSON: ${(err as Error).message}`);
   }
-  if (!isObj(doc) || !isObj(doc.env) || typeof doc.config !== 'string') throw new CniError(CNI_CODES.DECODE, 'plugin request must be {command, env: {...}, config: "<stdin>"}');
+  if (!isJsonObject(doc) || !isJsonObject(doc.env) || typeof doc.config !== 'string') throw new CniError(CNI_CODES.DECODE, 'plugin request must be {command, env: {...}, config: "<stdin>"}');
   const env = doc.env;
   for (const v of Object.values(env)) if (typeof v !== 'string') throw new CniError(CNI_CODES.INVALID_ENV, 'plugin request env values must be strings');
   const command = doc.command;

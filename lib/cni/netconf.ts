@@ -6,6 +6,7 @@
 import { CNI_CODES, CniError } from './errors.js';
 import { checkVersion, type CniVersion } from './version.js';
 import { DEFAULT_RUN_DIR } from './constants.js';
+import { isJsonObject } from '../util/json.js';
 
 export interface PluginConf {
   cniVersion: CniVersion;
@@ -24,7 +25,6 @@ export interface PluginConf {
 }
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function invalid(field: string, what: string): CniError {
   return new CniError(CNI_CODES.INVALID_CONFIG, `network configuration: ${field} ${what}`);
@@ -52,13 +52,13 @@ export function parseNetConf(text: string): PluginConf {
     throw new CniError(CNI_CODES.DECODE, `network configuration is not JSON: ${(err as Error).message}`);
   }
   // Not an object cannot be decoded into a config at all (Go's json.Unmarshal fails): a decoding failure, like bad JSON.
-  if (!isObj(doc)) throw new CniError(CNI_CODES.DECODE, 'network configuration must be a JSON object');
+  if (!isJsonObject(doc)) throw new CniError(CNI_CODES.DECODE, 'network configuration must be a JSON object');
   const cniVersion = checkVersion(doc.cniVersion);
   const excl = doc.exclude_namespaces;
   if (excl !== undefined && excl !== null && !(Array.isArray(excl) && excl.every((n) => typeof n === 'string'))) throw invalid('exclude_namespaces', 'must be a list of strings');
   const prev = doc.prevResult;
   // A malformed prevResult is a decoding failure (code 6), as its other defects are (result.ts).
-  if (prev !== undefined && prev !== null && !isObj(prev)) throw new CniError(CNI_CODES.DECODE, 'prevResult: must be an object');
+  if (prev !== undefined && prev !== null && !isJsonObject(prev)) throw new CniError(CNI_CODES.DECODE, 'prevResult: must be an object');
   const conf: PluginConf = {
     cniVersion,
     name: str(doc, 'name'),
@@ -71,10 +71,10 @@ export function parseNetConf(text: string): PluginConf {
     nativeNftables: bool(doc, 'native_nftables'),
     enableAmbientDetectionRetry: bool(doc, 'enable_ambient_detection_retry'),
   };
-  if (isObj(prev)) conf.prevResult = prev;
+  if (isJsonObject(prev)) conf.prevResult = prev;
   const valid = doc['cni.dev/valid-attachments'];
   if (valid !== undefined && valid !== null) {
-    if (!Array.isArray(valid) || !valid.every((a) => isObj(a) && typeof a.containerID === 'string' && typeof a.ifname === 'string'))
+    if (!Array.isArray(valid) || !valid.every((a) => isJsonObject(a) && typeof a.containerID === 'string' && typeof a.ifname === 'string'))
       throw invalid('cni.dev/valid-attachments', 'must be a list of {containerID, ifname}');
     conf.validAttachments = valid.map((a) => ({ containerID: (a as Obj).containerID as string, ifname: (a as Obj).ifname as string }));
   }

@@ -12,9 +12,9 @@
 // accepted here (JSON.parse cannot tell) where Go refuses it.
 import { CNI_CODES, CniError } from './errors.js';
 import { isV1, type CniVersion } from './version.js';
+import { isJsonObject } from '../util/json.js';
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function bad(what: string): CniError {
   return new CniError(CNI_CODES.DECODE, `prevResult: ${what}`);
@@ -161,7 +161,7 @@ function int(v: unknown, what: string): number | undefined {
 
 function objects(v: unknown, what: string): Obj[] {
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || !v.every(isObj)) throw bad(`${what} must be a list of objects`);
+  if (!Array.isArray(v) || !v.every(isJsonObject)) throw bad(`${what} must be a list of objects`);
   return v as Obj[];
 }
 
@@ -187,7 +187,7 @@ const FAMILY_1 = ['1.0.0', '1.1.0'];
  * upstream's plugin does before anything else. Throws CNI code 6 where upstream fails.
  */
 export function parsePrevResult(raw: unknown, conf: CniVersion): TypedResult {
-  if (!isObj(raw)) throw bad('must be an object');
+  if (!isJsonObject(raw)) throw bad('must be an object');
   const v1 = isV1(conf);
   const cidr = (v: unknown, what: string): Cidr | null => {
     if (v === undefined) return null;  // Go leaves a zero IPNet, printed "<nil>"
@@ -214,8 +214,8 @@ export function parsePrevResult(raw: unknown, conf: CniVersion): TypedResult {
     table: int(field(o, 'table'), `routes[${i}].table`), scope: int(field(o, 'scope'), `routes[${i}].scope`),
   }));
   const d = field(raw, 'dns');
-  if (d !== undefined && d !== null && !isObj(d)) throw bad('dns must be an object');
-  const dobj = isObj(d) ? d : {};
+  if (d !== undefined && d !== null && !isJsonObject(d)) throw bad('dns must be an object');
+  const dobj = isJsonObject(d) ? d : {};
   const dns: Dns = {
     nameservers: strings(field(dobj, 'nameservers'), 'dns.nameservers'), domain: str(field(dobj, 'domain'), 'dns.domain'),
     search: strings(field(dobj, 'search'), 'dns.search'), options: strings(field(dobj, 'options'), 'dns.options'),
@@ -315,8 +315,8 @@ export function passThrough(prevResult: unknown, to: CniVersion): string {
 
 /** The pod IPs (address without the prefix length) of a result, in order. */
 export function resultIps(result: unknown): string[] {
-  if (!isObj(result) || !Array.isArray(result.ips)) return [];
+  if (!isJsonObject(result) || !Array.isArray(result.ips)) return [];
   return result.ips
-    .map((x) => (isObj(x) && typeof x.address === 'string' ? x.address.split('/')[0]! : ''))
+    .map((x) => (isJsonObject(x) && typeof x.address === 'string' ? x.address.split('/')[0]! : ''))
     .filter((x) => x !== '');
 }

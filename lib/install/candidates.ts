@@ -8,9 +8,9 @@ import { extname, join } from 'node:path';
 import { InstallError, ioError } from './errors.js';
 import { compareUtf8 } from './go-json.js';
 import type { InstallLog } from './log.js';
+import { isJsonObject } from '../util/json.js';
 
 type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 // Go's json.Unmarshal into a typed field: null leaves it alone, a value of another type fails.
 const isNullOr = (v: unknown, ok: (v: unknown) => boolean) => v === undefined || v === null || ok(v);
 const isString = (v: unknown) => typeof v === 'string';
@@ -21,11 +21,11 @@ function netConfProblem(o: Json): string | undefined {
   for (const k of ['cniVersion', 'name', 'type'] as const) {
     if (!isNullOr(o[k], isString)) return `"${k}" is not a string`;
   }
-  if (!isNullOr(o.capabilities, (c) => isObject(c) && Object.values(c).every((x) => x === null || typeof x === 'boolean'))) return '"capabilities" is not a map of booleans';
-  if (!isNullOr(o.ipam, (i) => isObject(i) && isNullOr(i.type, isString))) return '"ipam" is not an object with a string "type"';
-  if (!isNullOr(o.dns, (d) => isObject(d) && isNullOr(d.nameservers, isStringList) && isNullOr(d.domain, isString)
+  if (!isNullOr(o.capabilities, (c) => isJsonObject(c) && Object.values(c).every((x) => x === null || typeof x === 'boolean'))) return '"capabilities" is not a map of booleans';
+  if (!isNullOr(o.ipam, (i) => isJsonObject(i) && isNullOr(i.type, isString))) return '"ipam" is not an object with a string "type"';
+  if (!isNullOr(o.dns, (d) => isJsonObject(d) && isNullOr(d.nameservers, isStringList) && isNullOr(d.domain, isString)
     && isNullOr(d.search, isStringList) && isNullOr(d.options, isStringList))) return '"dns" is not a DNS object';
-  if (!isNullOr(o.prevResult, isObject)) return '"prevResult" is not an object';
+  if (!isNullOr(o.prevResult, isJsonObject)) return '"prevResult" is not an object';
   if (typeof o.type !== 'string' || o.type === '') return 'missing "type"';
   return undefined;
 }
@@ -38,7 +38,7 @@ export function libcniProblem(name: string, text: string): string | undefined {
   } catch (err) {
     return `not JSON: ${(err as Error).message}`;
   }
-  if (!isObject(v)) return 'not a JSON object';
+  if (!isJsonObject(v)) return 'not a JSON object';
   if (extname(name) === '.conflist') {
     if (!Object.hasOwn(v, 'name')) return 'no "name"';
     if (typeof v.name !== 'string') return '"name" is not a string';
@@ -47,7 +47,7 @@ export function libcniProblem(name: string, text: string): string | undefined {
     if (!Array.isArray(v.plugins)) return '"plugins" is not a list';
     if (v.plugins.length === 0) return 'no plugins in the list';
     for (const [i, p] of v.plugins.entries()) {
-      const problem = isObject(p) ? netConfProblem(p) : 'not an object';
+      const problem = isJsonObject(p) ? netConfProblem(p) : 'not an object';
       if (problem !== undefined) return `plugins[${i}]: ${problem}`;
     }
     return undefined;

@@ -5,13 +5,13 @@
 import { InstallError } from './errors.js';
 import { marshalIndent } from './go-json.js';
 import { ENTRY_CNI_VERSION, PLUGIN_NAME } from './plugin-entry.js';
+import { isJsonObject } from '../util/json.js';
 
 type JsonObject = Record<string, unknown>;
 
 /** The `name` of the list a single `.conf` is turned into. */
 export const CONVERTED_LIST_NAME = 'k8s-pod-network';
 
-const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Decodes a JSON object (Go: json.Unmarshal into map[string]any), else ERR_CNI_CONFIG_INVALID. */
 export function parseJsonObject(text: string, what: string, code: 'ERR_CNI_CONFIG_INVALID' | 'ERR_ENTRY_INVALID' = 'ERR_CNI_CONFIG_INVALID'): JsonObject {
@@ -21,7 +21,7 @@ export function parseJsonObject(text: string, what: string, code: 'ERR_CNI_CONFI
   } catch (err) {
     throw new InstallError(code, 'cni-config', `${what} is not JSON: ${(err as Error).message}`);
   }
-  if (!isObject(v)) throw new InstallError(code, 'cni-config', `${what} is not a JSON object`);
+  if (!isJsonObject(v)) throw new InstallError(code, 'cni-config', `${what} is not a JSON object`);
   return v;
 }
 
@@ -30,7 +30,7 @@ export function pluginsOf(config: JsonObject, what: string): JsonObject[] {
   const plugins = config.plugins;
   if (!Array.isArray(plugins)) throw new InstallError('ERR_CNI_CONFIG_INVALID', 'cni-config', `${what}: no "plugins" list`);
   plugins.forEach((p, i) => {
-    if (!isObject(p)) throw new InstallError('ERR_CNI_CONFIG_INVALID', 'cni-config', `${what}: plugins[${i}] is not an object`);
+    if (!isJsonObject(p)) throw new InstallError('ERR_CNI_CONFIG_INVALID', 'cni-config', `${what}: plugins[${i}] is not an object`);
   });
   return plugins as JsonObject[];
 }

@@ -4,6 +4,7 @@
 // a hit; hits reset when a token was there at once. More than 5 hits in a row means something
 // keeps undoing the installer's work (the caller warns).
 import { stopped } from './watch.js';
+import { sleep } from '../util/sleep.js';
 
 export interface ThrottleOptions {
   /** Tokens per second (0.2: one reinstall per 5 s without delay). */
@@ -67,24 +68,9 @@ export class InstallThrottle {
     this.#hits++;
     const ms = Math.min(delay, this.#maxSleepMs);
     await sleep(ms, signal);
+    if (signal?.aborted) throw stopped('watch');
     return { hits: this.#hits, sleptMs: ms };
   }
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(stopped('watch'));
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(stopped('watch'));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
+

@@ -11,6 +11,7 @@ import { insertEntry } from './conflist.js';
 import { compareUtf8 } from './go-json.js';
 import { InstallError } from './errors.js';
 import type { InstallLog } from './log.js';
+import { isJsonObject } from '../util/json.js';
 
 export type InvalidReason =
   /** No loadable config in the directory (or it cannot be read). */
@@ -38,7 +39,6 @@ export type Validity = { valid: true } | { valid: false; reason: InvalidReason; 
 
 const invalid = (reason: InvalidReason, message: string): Validity => ({ valid: false, reason, message });
 type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Checks the installation. `entry` is the plugin entry as it would be written now (Istio-owned
@@ -79,7 +79,7 @@ export async function checkCniConfig(cfg: InstallConfig, state: ConfigState, ent
   let config: Json;
   try {
     const v: unknown = JSON.parse(await readFile(path, 'utf8'));
-    if (!isObject(v)) return invalid('UNREADABLE', `${path} is not a JSON object`);
+    if (!isJsonObject(v)) return invalid('UNREADABLE', `${path} is not a JSON object`);
     config = v;
   } catch (err) {
     return invalid('UNREADABLE', `cannot read ${path}: ${(err as Error).message}`);
@@ -89,7 +89,7 @@ export async function checkCniConfig(cfg: InstallConfig, state: ConfigState, ent
   }
   if (!Array.isArray(config.plugins)) return invalid('NOT_A_LIST', `${path}: no "plugins" list`);
   for (const [i, p] of config.plugins.entries()) {
-    if (!isObject(p) || typeof p.type !== 'string') return invalid('NOT_A_LIST', `${path}: plugins[${i}] has no string "type"`);
+    if (!isJsonObject(p) || typeof p.type !== 'string') return invalid('NOT_A_LIST', `${path}: plugins[${i}] has no string "type"`);
   }
   if (!config.plugins.some((p: Json) => p.type === cfg.cniPluginName)) return invalid('NOT_INSTALLED', `${path}: no ${cfg.cniPluginName} plugin in the list`);
   if (owned === undefined) return { valid: true };
@@ -123,8 +123,8 @@ async function findPrimary(dir: string, name: string): Promise<string | undefine
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
-  if (isObject(a)) {
-    if (!isObject(b)) return false;
+  if (isJsonObject(a)) {
+    if (!isJsonObject(b)) return false;
     const ka = Object.keys(a);
     return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && jsonEqual(a[k], b[k]));
   }

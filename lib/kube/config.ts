@@ -10,6 +10,7 @@ import { dirname, isAbsolute, join } from 'node:path';
 import { loadYaml } from '@kubernetes/client-node';
 import { KubeConfigError } from './errors.js';
 import { WatchedFile } from './watched-file.js';
+import { isJsonObject } from '../util/json.js';
 
 /** The in-cluster ServiceAccount mount (what the kubelet projects into every pod). */
 export const SERVICEACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -138,18 +139,18 @@ export function loadKubeconfig(file: string, opts: KubeconfigOptions = {}): Kube
   const bad = (field: string, what: string): never => {
     throw new KubeConfigError('KUBE_CONFIG_INVALID', `kubeconfig ${file}: ${field} ${what}`, file, field);
   };
-  if (!isObject(doc)) return bad('(document)', 'is not a mapping');
+  if (!isJsonObject(doc)) return bad('(document)', 'is not a mapping');
   const ctxName = opts.context ?? doc['current-context'];
   if (typeof ctxName !== 'string' || ctxName === '') return bad('current-context', 'is missing (and no context was given)');
   const ctxEntry = findNamed(doc, 'contexts', ctxName, file);
   const ctx = ctxEntry.value.context;
   const ctxField = `contexts[${ctxEntry.index}].context`;
-  if (!isObject(ctx)) return bad(ctxField, 'is missing');
+  if (!isJsonObject(ctx)) return bad(ctxField, 'is missing');
   if (typeof ctx.cluster !== 'string' || !ctx.cluster) return bad(`${ctxField}.cluster`, 'is missing');
   const clEntry = findNamed(doc, 'clusters', ctx.cluster, file);
   const cl = clEntry.value.cluster;
   const clField = `clusters[${clEntry.index}].cluster`;
-  if (!isObject(cl)) return bad(clField, 'is missing');
+  if (!isJsonObject(cl)) return bad(clField, 'is missing');
 
   // The server: http(s) URL with a host; client-go accepts plain http, so do we.
   const server = cl.server;
@@ -177,7 +178,7 @@ export function loadKubeconfig(file: string, opts: KubeconfigOptions = {}): Kube
     const uEntry = findNamed(doc, 'users', ctx.user, file);
     userField = `users[${uEntry.index}].user`;
     const u = uEntry.value.user;
-    if (u !== undefined && u !== null && !isObject(u)) return bad(userField, 'is not a mapping');
+    if (u !== undefined && u !== null && !isJsonObject(u)) return bad(userField, 'is not a mapping');
     user = (u as Record<string, unknown> | null) ?? {};
   }
   for (const k of ['exec', 'auth-provider']) {
@@ -227,14 +228,11 @@ export function loadCredentials(opts: LoadOptions = {}): KubeCredentials {
 
 // ---------------------------------------------------------------------------
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function findNamed(doc: Record<string, unknown>, list: 'clusters' | 'contexts' | 'users', name: string, file: string): { index: number; value: Record<string, unknown> } {
   const arr = doc[list];
   if (!Array.isArray(arr)) throw new KubeConfigError('KUBE_CONFIG_INVALID', `kubeconfig ${file}: ${list} is missing`, file, list);
-  const index = arr.findIndex((e) => isObject(e) && e.name === name);
+  const index = arr.findIndex((e) => isJsonObject(e) && e.name === name);
   if (index < 0) throw new KubeConfigError('KUBE_CONFIG_INVALID', `kubeconfig ${file}: ${list} has no entry named "${name}"`, file, list);
   return { index, value: arr[index] as Record<string, unknown> };
 }

@@ -4,6 +4,16 @@ import { PatchStrategy, type V1Pod } from '@kubernetes/client-node';
 import type { CallOptions, KubeClient } from './client.js';
 import { withRetry, type RetryOptions } from './retry.js';
 
+/** status.podIPs, else status.podIP: the pod's IPs as the API server has them. */
+export function podIps(pod: V1Pod): string[] {
+  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip).filter((ip): ip is string => typeof ip === 'string' && ip.length > 0);
+  if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
+  return ips;
+}
+
+/** `namespace/name` of a namespaced object (work queue keys, log fields). */
+export const podKey = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
 export interface PodRef {
   namespace: string;
   name: string;

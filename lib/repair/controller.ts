@@ -27,7 +27,7 @@ import { accessOf } from '../kube/permissions.js';
 import { isConflict, isKubeError, isNotFound } from '../kube/errors.js';
 import { createPodEvent } from '../kube/events.js';
 import { Informer } from '../kube/informer.js';
-import { annotatePodViaStatus } from '../kube/pods.js';
+import { annotatePodViaStatus, podIps, podKey } from '../kube/pods.js';
 import { PODS } from '../kube/resources.js';
 import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
 import { EnrollError } from '../dataplane/errors.js';
@@ -167,15 +167,8 @@ export interface RepairStats {
   rateLimited: number;
 }
 
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** status.podIPs, else status.podIP. */
-function podIps(pod: V1Pod): string[] {
-  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip).filter((ip): ip is string => typeof ip === 'string' && ip !== '');
-  if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
-  return ips;
-}
 
 export class RepairController {
   readonly pods: Informer<V1Pod>;
@@ -245,7 +238,7 @@ export class RepairController {
     if (this.started) throw new Error('RepairController: already started');
     this.started = true;
     if (!this.opts.accessChecked) await checkRepairAccess(this.opts.client, this.cfg, this.log);
-    const enqueue = (p: V1Pod) => { if (this.running) this.queue.add(keyOf(p)); };
+    const enqueue = (p: V1Pod) => { if (this.running) this.queue.add(podKey(p)); };
     this.unsubscribe.push(
       this.pods.on('add', enqueue),
       this.pods.on('update', enqueue),
@@ -254,7 +247,7 @@ export class RepairController {
     );
     if (this.ownsInformer) await this.pods.start().synced;
     this.running = true;
-    for (const p of this.pods.list()) this.queue.add(keyOf(p));
+    for (const p of this.pods.list()) this.queue.add(podKey(p));
     this.scheduleResync();
   }
 
@@ -264,7 +257,7 @@ export class RepairController {
     if (every <= 0) return;
     this.resyncTimer = this.clock.setTimeout(() => {
       if (!this.running) return;
-      for (const p of this.pods.list()) if (this.needsWork(p)) this.queue.add(keyOf(p));
+      for (const p of this.pods.list()) if (this.needsWork(p)) this.queue.add(podKey(p));
       this.scheduleResync();
     }, every);
   }
@@ -272,7 +265,7 @@ export class RepairController {
   /** Whether a resync should queue the pod: broken and not yet repaired/labelled, or an unenrolled ambient pod. */
   private needsWork(pod: V1Pod): boolean {
     if (pod.spec?.nodeName !== this.cfg.nodeName || pod.metadata?.deletionTimestamp) return false;
-    const key = keyOf(pod);
+    const key = podKey(pod);
     if (isBrokenPod(pod, this.filter)) {
       if (this.cfg.repairPods) return this.repairedUid.get(key) !== pod.metadata?.uid;
       if (this.cfg.deletePods) return true;
@@ -351,7 +344,7 @@ export class RepairController {
   }
 
   private async repairSidecar(pod: V1Pod): Promise<void> {
-    const key = keyOf(pod);
+    const key = podKey(pod);
     const uid = pod.metadata?.uid ?? '';
     if (this.repairedUid.get(key) === uid) {
       this.count('repair', 'skip');
@@ -392,7 +385,7 @@ export class RepairController {
   }
 
   private async repairAmbient(pod: V1Pod): Promise<void> {
-    const key = keyOf(pod);
+    const key = podKey(pod);
     try {
       await this.opts.ambient!.enroll(pod);
     } catch (err) {
@@ -415,7 +408,7 @@ export class RepairController {
    * was recreated) or NotFound is a skip, and the key is evaluated again from the cache.
    */
   async deleteBroken(pod: V1Pod, why = 'broken'): Promise<RepairResult | 'rate-limited'> {
-    const key = keyOf(pod);
+    const key = podKey(pod);
     const { namespace, name, uid, resourceVersion } = pod.metadata ?? {};
     if (!namespace || !name || !uid) throw new NonRetryable(`repair ${key}: pod without namespace, name or uid`);
     if (pod.spec?.nodeName !== this.cfg.nodeName) return 'skip';
@@ -457,7 +450,7 @@ export class RepairController {
 
   /** Labels the pod through pods/status unless the label key is present. */
   async labelBroken(pod: V1Pod, why = 'broken'): Promise<RepairResult> {
-    const key = keyOf(pod);
+    const key = podKey(pod);
     const { namespace, name } = pod.metadata ?? {};
     if (!namespace || !name) throw new NonRetryable(`repair ${key}: pod without namespace or name`);
     if (pod.spec?.nodeName !== this.cfg.nodeName) return 'skip';
@@ -485,7 +478,7 @@ export class RepairController {
     try {
       await createPodEvent(this.opts.client, pod, { type: 'Warning', reason, message: text, component: REPAIR_COMPONENT, host: this.cfg.nodeName });
     } catch (err) {
-      this.log('warn', `repair: event ${reason} not recorded: ${message(err)}`, { pod: keyOf(pod), error: err });
+      this.log('warn', `repair: event ${reason} not recorded: ${message(err)}`, { pod: podKey(pod), error: err });
     }
   }
 }
