@@ -14,8 +14,6 @@ import { optionalTimeout } from '../util/timeout.js';
 
 export { Readiness, READINESS_CONDITIONS, type ReadinessCondition } from './readiness.js';
 
-export const DEFAULT_HEALTH_PORT = 8000;
-export const DEFAULT_MONITORING_PORT = 15014;
 
 export type MonitorServerErrorCode =
   /** Bad options (port, host). */

@@ -18,7 +18,6 @@ export interface Invocation {
   config: string;
 }
 
-type Obj = Record<string, unknown>;
 
 // What each command needs (skel): ADD/DEL/CHECK need the container and interface; ADD and CHECK a netns.
 const NEEDS: Record<CniCommand, readonly string[]> = {

@@ -8,7 +8,7 @@ import { formatIp, parseIp } from '../net/ip.js';
 import { listSetElems, sendSetElems, type SetElemOp } from '../net/nft/setelem.js';
 import { NFPROTO_INET } from '../net/nl/nfnl.js';
 import type { Netns } from '../net/netns/netns.js';
-import { nft, Transaction } from '../net/nft/tool.js';
+import { Transaction } from '../net/nft/tool.js';
 import { compile, send } from '../net/nft/batch.js';
 import type { ProbeEntry, ProbeSet } from './types.js';
 import { PROBE_SET_V4, PROBE_SET_V6 } from './probe-set-ipset.js';
@@ -20,11 +20,10 @@ const UPSERT_BATCH = 1024;
 
 /** Runs an nft transaction in a netns. */
 export type NftRunner = (ns: Netns, tx: Transaction) => Promise<void>;
-/** Default: compiled to one nfnetlink batch and sent natively (nft -f only as the reported fallback). */
+/** Default: compiled to one nfnetlink batch and sent natively (tests inject another runner). */
 export const nativeRunner: NftRunner = async (ns, tx) => {
   await send(ns, compile(tx));
 };
-export const execRunner: NftRunner = (ns, tx) => nft.apply(ns, tx);
 
 export class NftProbeSet implements ProbeSet {
   constructor(private readonly host: Netns, private readonly ipv6: boolean, private readonly run: NftRunner = nativeRunner) {}

@@ -8,7 +8,6 @@ export const NLA_F_NESTED = 0x8000;
 const NLA_TYPE_MASK = 0x3fff;
 
 export const NLM_F_REQUEST = 0x1;
-export const NLM_F_MULTI = 0x2;
 export const NLM_F_ACK = 0x4;
 export const NLM_F_DUMP_INTR = 0x10;
 export const NLM_F_ROOT = 0x100;

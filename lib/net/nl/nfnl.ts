@@ -137,9 +137,5 @@ export const IPSET_ATTR_IPADDR_IPV6 = 2;
 export const IPSET_FLAG_LIST_SETNAME = 1 << 1;
 export const IPSET_FLAG_LIST_HEADER = 1 << 2;
 
-/** CADT flags (IPSET_DATA.CADT_FLAGS). */
-export const IPSET_FLAG_NOMATCH = 1 << 2;
-export const IPSET_FLAG_WITH_COUNTERS = 1 << 3;
+/** CADT flag (IPSET_DATA.CADT_FLAGS): the set keeps a comment per entry. */
 export const IPSET_FLAG_WITH_COMMENT = 1 << 4;
-export const IPSET_FLAG_WITH_FORCEADD = 1 << 5;
-export const IPSET_FLAG_WITH_SKBINFO = 1 << 6;
