@@ -5,7 +5,7 @@
 // atomic (temporary in the target directory, chmod to the source's mode, write, fsync, rename).
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { atomicWrite, removeTmpLeftovers } from './atomic-write.js';
+import { writeFileAtomic, removeTmpLeftovers } from '../util/atomic-write.js';
 import { InstallError, ioError } from './errors.js';
 import { SILENT_LOG, type InstallLog } from './log.js';
 
@@ -45,7 +45,7 @@ export async function copyBinaries(spec: BinaryInstall, log: InstallLog = SILENT
       if (!st.isDirectory()) throw new InstallError('ERR_BINARY_TARGET', 'copy-binaries', `the CNI bin directory ${dir} is not a directory`, { path: dir });
       const stale = await removeTmpLeftovers(dir, spec.name);
       if (stale.length > 0) log.info(`removed leftover temporary files in ${dir}`, { files: stale.join(',') });
-      await atomicWrite(target, data, mode);
+      await writeFileAtomic(target, data, { mode, mkdir: false, tmp: 'suffix' });
     } catch (err) {
       const e = ioError('copy-binaries', 'cannot install the plugin binary as', target, err);
       if (e.errno === 'EROFS') {

@@ -14,7 +14,7 @@
 import { readFile, stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { InstallResult } from './results.js';
-import { atomicWrite } from './atomic-write.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
 import { copyBinaries } from './binaries.js';
 import type { InstallConfig } from './config.js';
 import { exists, type ConfigState } from './config-path.js';
@@ -147,7 +147,7 @@ export class Installer {
           } catch (err) {
             throw new InstallError('ERR_CNI_CONFIG_INVALID', 'cleanup', (err as Error).message, { path, cause: err });
           }
-          await atomicWrite(path, cleaned, mode).catch((err: unknown) => {
+          await writeFileAtomic(path, cleaned, { mode, mkdir: false, tmp: 'suffix' }).catch((err: unknown) => {
             throw ioError('cleanup', 'cannot write', path, err);
           });
         });

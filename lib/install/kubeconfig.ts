@@ -4,7 +4,7 @@
 // text is what Istio writes (clientcmd's YAML: keys sorted, block style), byte for byte.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { atomicWrite } from './atomic-write.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
 import { InstallError, ioError } from './errors.js';
 import { SILENT_LOG, type InstallLog } from './log.js';
 
@@ -93,7 +93,7 @@ export async function writeKubeconfig(runDir: string, src: KubeconfigSource, mod
   const content = await kubeconfigContent(src);
   const path = join(runDir, KUBECONFIG_NAME);
   try {
-    await atomicWrite(path, renderKubeconfig(content), mode);
+    await writeFileAtomic(path, renderKubeconfig(content), { mode, mkdir: false, tmp: 'suffix' });
   } catch (err) {
     throw ioError('kubeconfig', 'cannot write the plugin kubeconfig', path, err);
   }

@@ -5,7 +5,7 @@
 // touched. Every write is atomic.
 import { readFile, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { atomicWrite, syncDir } from './atomic-write.js';
+import { writeFileAtomic, syncDir } from '../util/atomic-write.js';
 import type { InstallConfig } from './config.js';
 import { DEFAULT_STANDALONE_FILENAME } from './config.js';
 import { resolvePrimary, type ConfigState } from './config-path.js';
@@ -78,7 +78,7 @@ export async function writeCniConfig(cfg: InstallConfig, state: ConfigState, ent
 
 async function write(path: string, text: string, mode: number): Promise<void> {
   try {
-    await atomicWrite(path, text, mode);
+    await writeFileAtomic(path, text, { mode, mkdir: false, tmp: 'suffix' });
   } catch (err) {
     throw ioError('cni-config', 'cannot write the CNI config', path, err);
   }
