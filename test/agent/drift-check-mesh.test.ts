@@ -6,13 +6,12 @@
 // apiserver. A pod whose netns cannot be found is reported once, not every
 // round; the informer path re-enrolls such a pod on its next event too.
 import { afterEach, expect, it } from 'vitest';
-import { podIps } from '../../lib/ambient/controller.js';
 import { DriftCheck, UNHELD_DRIFT } from '../../lib/agent/drift-check.js';
 import type { DriftRepair } from '../../lib/dataplane/dataplane.js';
 import { patchPodMetadata } from '../../lib/kube/pods.js';
 import { privileged } from '../helpers/privileged.js';
-import { adminClient, describeKube, until } from '../helpers/kube.js';
-import { meshNode, type MeshNode } from '../ambient/controller-fixture.js';
+import { adminClient, describeKube } from '../helpers/kube.js';
+import { enrolledPod, meshNode, type MeshNode } from '../ambient/controller-fixture.js';
 
 let t: MeshNode | undefined;
 afterEach(async () => {
@@ -20,19 +19,12 @@ afterEach(async () => {
   t = undefined;
 });
 
-async function enrolled(m: MeshNode, i: number) {
-  const pod = await m.runningPod(i, m.ambientNs);
-  const uid = pod.metadata!.uid!;
-  const name = pod.metadata!.name!;
-  await until(`${name} enrolled and annotated`, async () => m.peerLog(uid).length === 1 && (await m.annotation(m.ambientNs, name)) === 'enabled' && !m.ctl.busy(pod));
-  return { pod, uid, name, info: { uid, name, namespace: m.ambientNs, ips: podIps(pod) } };
-}
 
 describeKube('drift check: selected Running pods the dataplane does not hold', () => {
   it.skipIf(!privileged('nft'))('re-enrolls a pod a dataplane-level GC took out of ztunnel, and reports it', async () => {
     const m = (t = await meshNode({ pods: 2 }));
-    const a = await enrolled(m, 0);
-    const b = await enrolled(m, 1);
+    const a = await enrolledPod(m, 0);
+    const b = await enrolledPod(m, 1);
     const netnsA = m.node.pods[0]!.netnsPath;
     // What GC did before: the dataplane alone. ztunnel dropped the pod; annotation, controller entry and rules stay.
     await m.agent.dataplane.unenroll(a.info, { podDeleted: true });
@@ -60,7 +52,7 @@ describeKube('drift check: selected Running pods the dataplane does not hold', (
 
   it.skipIf(!privileged('nft'))('reports an unheld pod whose netns is not found once, and the informer re-enrolls a lost pod on its next event', async () => {
     const m = (t = await meshNode({ pods: 1 }));
-    const a = await enrolled(m, 0);
+    const a = await enrolledPod(m, 0);
     await m.agent.dataplane.unenroll(a.info, { podDeleted: true });
     await m.peerLogged(a.uid, 2);
     m.sandboxes.delete(a.name);

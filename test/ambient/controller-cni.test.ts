@@ -8,8 +8,8 @@ import { afterEach, expect, it } from 'vitest';
 import { ERR_ENROLL_ABORTED, ERR_OPERATION_ABORTED } from '../../lib/dataplane/errors.js';
 import { podIps } from '../../lib/ambient/controller.js';
 import { privileged } from '../helpers/privileged.js';
-import { adminClient, describeKube, until } from '../helpers/kube.js';
-import { meshNode, type MeshNode } from './controller-fixture.js';
+import { adminClient, describeKube } from '../helpers/kube.js';
+import { enrolledPod, meshNode, type MeshNode } from './controller-fixture.js';
 
 let t: MeshNode | undefined;
 afterEach(async () => {
@@ -17,20 +17,12 @@ afterEach(async () => {
   t = undefined;
 });
 
-/** Pod i enrolled by the controller (Running in the ambient namespace) and settled. */
-async function enrolled(m: MeshNode, i: number) {
-  const pod = await m.runningPod(i, m.ambientNs);
-  const uid = pod.metadata!.uid!;
-  const name = pod.metadata!.name!;
-  await until(`${name} enrolled and annotated`, async () => m.peerLog(uid).length === 1 && (await m.annotation(m.ambientNs, name)) === 'enabled' && !m.ctl.busy(pod));
-  return { pod, uid, name, info: { uid, name, namespace: m.ambientNs, ips: podIps(pod) } };
-}
 
 describeKube('AmbientController CNI path', () => {
   it.skipIf(!privileged('nft'))('removePodFromMesh takes a pod out wholly, and leaves a UID alone that was never meshed', async () => {
     const m = (t = await meshNode({ pods: 1 }));
     const before = await m.podState(0);
-    const p = await enrolled(m, 0);
+    const p = await enrolledPod(m, 0);
     expect(await m.podState(0)).not.toBe(before);
     expect((await m.agent.probes.list()).some((e) => e.uid === p.uid)).toBe(true);
 
@@ -70,8 +62,8 @@ describeKube('AmbientController CNI path', () => {
       }),
     }));
     const before = [await m.podState(0), await m.podState(1)];
-    const a = await enrolled(m, 0);
-    const b = await enrolled(m, 1);
+    const a = await enrolledPod(m, 0);
+    const b = await enrolledPod(m, 1);
     m.sandboxes.clear();
 
     // a: interrupted inside the dataplane, right after its in-pod rules were removed.

@@ -3,19 +3,17 @@
 // with the ztunnel-like peer, and a real kube-apiserver with Running pods
 // bound to the node. The controller's dataplane adapter is the agent's
 // (enrolled: cached with a live netns; held: any entry).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { AmbientController, REDIRECTION_ANNOTATION, type DataplaneLike } from '../../lib/ambient/controller.js';
 import { NodeDataplane } from '../../lib/dataplane/node.js';
-import { buildNode, type DemoNode, type DemoPod } from '../../lib/demo/topology.js';
+import {  type DemoNode, type DemoPod } from '../../lib/demo/topology.js';
 import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/enablement.js';
 import type { SelectionPolicy } from '../../lib/mesh/decision.js';
-import { patchPodStatus } from '../../lib/kube/pods.js';
+import { patchPodStatus, podIps } from '../../lib/kube/pods.js';
 import { Netns } from '../../lib/net/netns/netns.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
-import { adminClient, createPod, freshNamespace, within } from '../helpers/kube.js';
+import { adminClient, createPod, freshNamespace, until, within } from '../helpers/kube.js';
+import { simNode } from '../helpers/sim-node.js';
 
 export const policy: SelectionPolicy = {
   selectors: compileEnablementSelectors(DEFAULT_ENABLEMENT_SELECTORS),
@@ -62,6 +60,15 @@ export interface MeshNode {
 
 let runs = 0;
 
+/** Pod i created Running in the ambient namespace, enrolled by the controller and settled. */
+export async function enrolledPod(m: MeshNode, i: number) {
+  const pod = await m.runningPod(i, m.ambientNs);
+  const uid = pod.metadata!.uid!;
+  const name = pod.metadata!.name!;
+  await until(`${name} enrolled and annotated`, async () => m.peerLog(uid).length === 1 && (await m.annotation(m.ambientNs, name)) === 'enabled' && !m.ctl.busy(pod));
+  return { pod, uid, name, info: { uid, name, namespace: m.ambientNs, ips: podIps(pod) } };
+}
+
 export async function meshNode(opts: { pods: number; adapt?: (dp: DataplaneLike) => DataplaneLike }): Promise<MeshNode> {
   const cleanups: Array<() => Promise<void> | void> = [];
   const cleanup = async () => {
@@ -69,16 +76,8 @@ export async function meshNode(opts: { pods: number; adapt?: (dp: DataplaneLike)
   };
   try {
     const admin = adminClient();
-    const node = await buildNode({ prefix: `pwt-${process.pid}-mc${++runs}-`, pods: opts.pods });
-    cleanups.push(() => node.teardown());
-    const dir = mkdtempSync(join(tmpdir(), 'pwt-zds-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const zdsPath = join(dir, 'ztunnel.sock');
-    const agent = await NodeDataplane.start({ host: node.node, backend: 'nftables', zdsPath });
-    cleanups.push(() => agent.close());
-    const peer = new ZtunnelPeer({ path: zdsPath, backoffMaxMs: 100, listeners: false }).start();
-    cleanups.push(() => peer.stop());
-    await peer.waitFor((p) => p.snapshotReceived);
+    const { node, agent, newPeer } = await simNode(`mc${++runs}`, opts.pods, cleanups);
+    const peer = await newPeer();
     const ambientNs = await freshNamespace(admin, { 'istio.io/dataplane-mode': 'ambient' });
     const plainNs = await freshNamespace(admin);
     const sandboxes = new Map<string, string>();

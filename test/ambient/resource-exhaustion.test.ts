@@ -5,8 +5,7 @@
 // missing; the ambient controller over the real Dataplane and a real apiserver retries an
 // enrollment that met EMFILE (in the rules of a fresh netns, or in the netns lookup) and enrolls
 // the pod afterwards.
-import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,6 +21,7 @@ import { isResourceExhaustion, resourceExhaustionCode } from '../../lib/util/res
 import { fakeDataplane } from '../dataplane/fakes.js';
 import { freshNetns, ip } from '../helpers/netns.js';
 import { adminClient, createPod, describeKube, freshNamespace, until, within } from '../helpers/kube.js';
+import { exhaustFds } from '../helpers/fds.js';
 
 const emfileNet = () => new NetError('socket: Too many open files', { errno: constants.errno.EMFILE, op: 'socket' });
 const emfileNode = () => Object.assign(new Error('EMFILE: too many open files, scandir \'/host/proc\''), { code: 'EMFILE', errno: -constants.errno.EMFILE, syscall: 'scandir' });
@@ -51,31 +51,6 @@ describe('isResourceExhaustion', () => {
   });
 });
 
-/**
- * Makes this process run out of fds, deterministically: lowers its own soft RLIMIT_NOFILE just
- * above the highest fd in use and fills every free slot below it. Returns the undo.
- */
-function exhaustFds(): () => void {
-  const highest = Math.max(...readdirSync('/proc/self/fd').map(Number));
-  const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'))!;
-  const [soft, hard] = line.trim().split(/\s+/).slice(3, 5);
-  const setSoft = (n: string) => execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${hard}`]);
-  setSoft(String(highest + 9));
-  const fillers: number[] = [];
-  try {
-    for (;;) fillers.push(openSync('/dev/null', 'r'));
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'EMFILE') {
-      fillers.forEach((f) => closeSync(f));
-      setSoft(soft!);
-      throw err;
-    }
-  }
-  return () => {
-    fillers.forEach((f) => closeSync(f));
-    setSoft(soft!);
-  };
-}
 
 const roots: string[] = [];
 afterEach(() => {

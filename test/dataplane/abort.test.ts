@@ -4,17 +4,12 @@
 // netns as before the ADD, no probe entry, and ztunnel told to drop the pod
 // (a del behind the unanswered add) or, when that ztunnel never answers,
 // the pod left out of every later snapshot.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ERR_ENROLL_ABORTED } from '../../lib/dataplane/errors.js';
-import { NodeDataplane } from '../../lib/dataplane/node.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
-import { buildNode } from '../../lib/demo/topology.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { privileged } from '../helpers/privileged.js';
+import { simNode } from '../helpers/sim-node.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -23,19 +18,7 @@ afterEach(async () => {
 
 let runs = 0;
 async function setup(opts: { zdsAckTimeoutMs?: number } = {}) {
-  const node = await buildNode({ prefix: `pwt-${process.pid}-ab${++runs}-`, pods: 1 });
-  cleanups.push(() => node.teardown());
-  const dir = mkdtempSync(join(tmpdir(), 'pwt-zds-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const zdsPath = join(dir, 'ztunnel.sock');
-  const agent = await NodeDataplane.start({ host: node.node, backend: 'nftables', zdsPath, ...opts });
-  cleanups.push(() => agent.close());
-  const newPeer = async () => {
-    const peer = new ZtunnelPeer({ path: zdsPath, backoffMaxMs: 100, listeners: false }).start();
-    cleanups.push(() => peer.stop());
-    await peer.waitFor((p) => p.snapshotReceived);
-    return peer;
-  };
+  const { node, agent, newPeer } = await simNode(`ab${++runs}`, 1, cleanups, opts);
   const p = node.pods[0]!;
   const pod: PodInfo = { uid: p.uid, name: p.name, namespace: 'test', ips: [p.ip4, p.ip6] };
   const podState = async () => {

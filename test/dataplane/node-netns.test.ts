@@ -16,14 +16,12 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Dataplane } from '../../lib/dataplane/dataplane.js';
 import { ERR_NETNS_IS_HOST } from '../../lib/dataplane/errors.js';
-import { NodeDataplane } from '../../lib/dataplane/node.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
-import { buildNode } from '../../lib/demo/topology.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { FakeProbes, FakeRules, FakeZtunnel } from './fakes.js';
 import { freshNetns } from '../helpers/netns.js';
 import { privileged } from '../helpers/privileged.js';
+import { simNode } from '../helpers/sim-node.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -84,16 +82,8 @@ describe.skipIf(!privileged('nft'))('the node netns as a pod netns', () => {
   });
 
   it('a node dataplane refuses its host netns (a pwt- node here): no rules, no ZDS add, no probe entry', async () => {
-    const node = await buildNode({ prefix: `pwt-${process.pid}-nn-`, pods: 1 });
-    cleanups.push(() => node.teardown());
-    const dir = mkdtempSync(join(tmpdir(), 'pwt-zds-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const zdsPath = join(dir, 'ztunnel.sock');
-    const agent = await NodeDataplane.start({ host: node.node, backend: 'nftables', zdsPath });
-    cleanups.push(() => agent.close());
-    const peer = new ZtunnelPeer({ path: zdsPath, backoffMaxMs: 100, listeners: false }).start();
-    cleanups.push(() => peer.stop());
-    await peer.waitFor((p) => p.snapshotReceived);
+    const { node, agent, newPeer } = await simNode('nn', 1, cleanups);
+    const peer = await newPeer();
     const before = await nodeRuleset(node.node);
     const probesBefore = await agent.probes.list();
     for (const path of [`/run/netns/${node.nodeName}`, `/run/netns/../netns/${node.nodeName}`]) {

@@ -1,16 +1,11 @@
 // unenroll({ ifNetns }): a DEL of an old sandbox checks that the pod is enrolled in that sandbox's
 // netns, then asks for the removal; an ADD of the pod's new sandbox can land in between. The
 // dataplane re-checks under the pod's lock and leaves the new sandbox enrolled.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NodeDataplane } from '../../lib/dataplane/node.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
-import { buildNode } from '../../lib/demo/topology.js';
 import { Netns } from '../../lib/net/netns/netns.js';
-import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { privileged } from '../helpers/privileged.js';
+import { simNode } from '../helpers/sim-node.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -29,16 +24,8 @@ const idOf = (path: string) => {
 describe.skipIf(!privileged('nft'))('unenroll only if the pod is enrolled in the given netns', () => {
   it('a removal for the old sandbox leaves the sandbox an ADD enrolled meanwhile; one for the current sandbox removes it', async () => {
     // Two pod netns: the pod's first sandbox and the one it was recreated in.
-    const node = await buildNode({ prefix: `pwt-${process.pid}-uin-`, pods: 2 });
-    cleanups.push(() => node.teardown());
-    const dir = mkdtempSync(join(tmpdir(), 'pwt-zds-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const zdsPath = join(dir, 'ztunnel.sock');
-    const agent = await NodeDataplane.start({ host: node.node, backend: 'nftables', zdsPath });
-    cleanups.push(() => agent.close());
-    const peer = new ZtunnelPeer({ path: zdsPath, backoffMaxMs: 100, listeners: false }).start();
-    cleanups.push(() => peer.stop());
-    await peer.waitFor((p) => p.snapshotReceived);
+    const { node, agent, newPeer } = await simNode('uin', 2, cleanups);
+    const peer = await newPeer();
 
     const [first, second] = [node.pods[0]!, node.pods[1]!];
     const pod: PodInfo = { uid: first.uid, name: first.name, namespace: 'test', ips: [first.ip4, first.ip6] };

@@ -2,15 +2,11 @@
 // gave it and only while it lives; a new ztunnel that refuses the pod in its
 // snapshot leaves it unacked (CHECK and the drift check see drift), and a
 // new ztunnel that acks its snapshot add makes it acked again.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NodeDataplane } from '../../lib/dataplane/node.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
-import { buildNode } from '../../lib/demo/topology.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { privileged } from '../helpers/privileged.js';
+import { simNode } from '../helpers/sim-node.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -21,13 +17,7 @@ const NOT_ACKED = 'ztunnel: pod not acknowledged by any connection';
 
 describe.skipIf(!privileged('nft'))('ZDS acked state', () => {
   it('is dropped by a disconnect and a new ztunnel\'s nack, and re-established by a new ztunnel\'s snapshot ack', async () => {
-    const node = await buildNode({ prefix: `pwt-${process.pid}-ack-`, pods: 1 });
-    cleanups.push(() => node.teardown());
-    const dir = mkdtempSync(join(tmpdir(), 'pwt-zds-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const zdsPath = join(dir, 'ztunnel.sock');
-    const agent = await NodeDataplane.start({ host: node.node, backend: 'nftables', zdsPath });
-    cleanups.push(() => agent.close());
+    const { node, agent, zdsPath } = await simNode('ack', 1, cleanups);
     const p = node.pods[0]!;
     const pod: PodInfo = { uid: p.uid, name: p.name, namespace: 'test', ips: [p.ip4, p.ip6] };
     const zds = agent.zds!;

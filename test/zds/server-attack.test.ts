@@ -2,8 +2,7 @@
 // connection wins, even a hostile one"): real SOCK_SEQPACKET sockets, the
 // ztunnel stand-in (ZtunnelPeer) as the legitimate ztunnel and raw clients
 // written here as the attackers.
-import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { closeSync } from 'node:fs';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, OwnedFd, socketPair, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { encodeHello } from '../../lib/zds/codec.js';
@@ -11,6 +10,7 @@ import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../../lib/zds/server.js';
 import type { ZdsError } from '../../lib/zds/errors.js';
 import { devNull, FakeZtunnel, hungUp, info, openFds, tempSocketPath, until } from './helpers.js';
+import { exhaustFds } from '../helpers/fds.js';
 
 let sock: ReturnType<typeof tempSocketPath>;
 const cleanups: Array<() => unknown> = [];
@@ -300,29 +300,3 @@ async function hungUpRaw(c: UnixConnection, timeoutMs: number): Promise<boolean>
   }
 }
 
-/**
- * Makes this test process run out of fds, deterministically and without
- * touching anything else: lowers its own soft RLIMIT_NOFILE just above the
- * highest fd in use and fills every free slot below it. Returns the undo.
- */
-function exhaustFds(): () => void {
-  const highest = Math.max(...readdirSync('/proc/self/fd').map(Number));
-  const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'))!;
-  const [soft, hard] = line.trim().split(/\s+/).slice(3, 5);
-  const setSoft = (n: string) => execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${hard}`]);
-  setSoft(String(highest + 9));
-  const fillers: number[] = [];
-  try {
-    for (;;) fillers.push(openSync('/dev/null', 'r'));
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'EMFILE') {
-      fillers.forEach((f) => closeSync(f));
-      setSoft(soft!);
-      throw err;
-    }
-  }
-  return () => {
-    fillers.forEach((f) => closeSync(f));
-    setSoft(soft!);
-  };
-}
