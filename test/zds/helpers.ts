@@ -3,7 +3,8 @@
 import { mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
+import { expect, afterEach, beforeAll, beforeEach } from 'vitest';
+import { connect, socketPair, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { decodeRequest, encodeHello, encodeResponse, type WorkloadRequest } from '../../lib/zds/codec.js';
 
 export const openFds = (): number => readdirSync('/proc/self/fd').length;
@@ -76,4 +77,27 @@ export async function hungUp(c: FakeZtunnel, timeoutMs = 1000): Promise<boolean>
   } catch (err) {
     return (err as { code?: string }).code === 'ECONNRESET';
   }
+}
+
+/**
+ * Registers the hooks a ZDS test file runs under: a fresh socket path per test, cleanups run in
+ * reverse after it, and no fd left open by the test (libuv's lasting eventfd made first).
+ * `ctx.sock` is the current test's socket path.
+ */
+export function zdsTestLifecycle(): { readonly sock: ReturnType<typeof tempSocketPath>; cleanups: Array<() => unknown> } {
+  const ctx = { sock: undefined as unknown as ReturnType<typeof tempSocketPath>, cleanups: [] as Array<() => unknown> };
+  let fdsBefore = 0;
+  beforeAll(() => {
+    for (const c of socketPair()) c.close();
+  });
+  beforeEach(() => {
+    fdsBefore = openFds();
+    ctx.sock = tempSocketPath();
+  });
+  afterEach(async () => {
+    for (const fn of ctx.cleanups.splice(0).reverse()) await fn();
+    ctx.sock.remove();
+    expect(openFds()).toBe(fdsBefore);  // nothing leaked: silent sockets, dups, netns
+  });
+  return ctx;
 }

@@ -2,32 +2,19 @@
 // delay a real ztunnel's snapshot, and a big snapshot must not hold one fd
 // per pod at once. Real SOCK_SEQPACKET sockets in a temp dir; netns fds are
 // anonymous namespaces (gone once closed).
-import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { connect, socketPair, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
+import {    describe, expect, it } from 'vitest';
+import { connect,  type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { Netns } from '../../lib/net/netns/netns.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod } from '../../lib/zds/server.js';
 import { decodeRequest, encodeHello, encodeResponse } from '../../lib/zds/codec.js';
 import { privileged } from '../helpers/privileged.js';
-import { devNull, info, openFds, tempSocketPath, until } from './helpers.js';
+import { devNull, info, openFds,  until } from './helpers.js';
+import { zdsTestLifecycle } from './helpers.js';
 import { closeSync } from 'node:fs';
 
-let sock: ReturnType<typeof tempSocketPath>;
-const cleanups: Array<() => unknown> = [];
-let fdsBefore: number;
-
-beforeAll(() => {
-  for (const c of socketPair()) c.close();  // libuv's lasting eventfd, before any fd count
-});
-beforeEach(() => {
-  fdsBefore = openFds();
-  sock = tempSocketPath();
-});
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  sock.remove();
-  expect(openFds()).toBe(fdsBefore);  // nothing leaked: silent sockets, dups, netns
-});
+const z = zdsTestLifecycle();
+const cleanups = z.cleanups;
 
 async function peerClosed(c: UnixConnection, timeoutMs: number): Promise<boolean> {
   try {
@@ -43,12 +30,12 @@ describe('ZDS server under an accept flood', () => {
     cleanups.push(() => nullFds.forEach((fd) => closeSync(fd)));
     const pods: ZdsPod[] = nullFds.map((fd, i) => ({ uid: `pod-${i}`, workloadInfo: info(`pod-${i}`), netns: fd }));
     // Upstream's default admission rate (5/s) on purpose: the flood must not eat it.
-    const s = new ZdsServer({ path: sock.path, provider: { snapshot: () => pods }, helloTimeoutMs: 1000 }).listen();
+    const s = new ZdsServer({ path: z.sock.path, provider: { snapshot: () => pods }, helloTimeoutMs: 1000 }).listen();
     cleanups.push(() => s.close());
     const silent: UnixConnection[] = [];
     cleanups.push(() => silent.forEach((c) => c.close()));
-    for (let i = 0; i < 150; i++) silent.push(await connect(sock.path));
-    const peer = new ZtunnelPeer({ path: sock.path, listeners: false, backoffMaxMs: 100 });
+    for (let i = 0; i < 150; i++) silent.push(await connect(z.sock.path));
+    const peer = new ZtunnelPeer({ path: z.sock.path, listeners: false, backoffMaxMs: 100 });
     cleanups.push(() => peer.stop());
     const t0 = performance.now();
     peer.start();
@@ -75,10 +62,10 @@ describe.skipIf(!privileged())('ZDS snapshot fd budget', () => {
     cleanups.push(() => nss.forEach((n) => n.close()));
     for (let i = 0; i < 520; i++) nss.push(await Netns.createAnonymous());
     const pods: ZdsPod[] = nss.map((ns, i) => ({ uid: `uid-${i}`, workloadInfo: info(`p${i}`), netns: ns }));
-    const s = new ZdsServer({ path: sock.path, provider: { snapshot: () => pods } }).listen();
+    const s = new ZdsServer({ path: z.sock.path, provider: { snapshot: () => pods } }).listen();
     cleanups.push(() => s.close());
     const base = openFds();
-    const c = await connect(sock.path);
+    const c = await connect(z.sock.path);
     cleanups.push(() => c.close());
     await c.send(encodeHello());
     let peak = 0;

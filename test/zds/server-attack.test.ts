@@ -3,39 +3,26 @@
 // ztunnel stand-in (ZtunnelPeer) as the legitimate ztunnel and raw clients
 // written here as the attackers.
 import { closeSync } from 'node:fs';
-import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { connect, OwnedFd, socketPair, type UnixConnection } from '../../lib/net/sock/seqpacket.js';
+import {    describe, expect, it } from 'vitest';
+import { connect, OwnedFd,  type UnixConnection } from '../../lib/net/sock/seqpacket.js';
 import { encodeHello } from '../../lib/zds/codec.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { ZdsServer, type ZdsPod, type ZdsServerOptions } from '../../lib/zds/server.js';
 import type { ZdsError } from '../../lib/zds/errors.js';
-import { devNull, FakeZtunnel, hungUp, info, openFds, tempSocketPath, until } from './helpers.js';
+import { devNull, FakeZtunnel, hungUp, info,   until } from './helpers.js';
+import { zdsTestLifecycle } from './helpers.js';
 import { exhaustFds } from '../helpers/fds.js';
 
-let sock: ReturnType<typeof tempSocketPath>;
-const cleanups: Array<() => unknown> = [];
-let fdsBefore: number;
-
-beforeAll(() => {
-  for (const c of socketPair()) c.close();  // libuv's lasting eventfd, before any fd count
-});
-beforeEach(() => {
-  fdsBefore = openFds();
-  sock = tempSocketPath();
-});
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  sock.remove();
-  expect(openFds()).toBe(fdsBefore);
-});
+const z = zdsTestLifecycle();
+const cleanups = z.cleanups;
 
 function server(opts: ZdsServerOptions = {}): ZdsServer {
-  const s = new ZdsServer({ path: sock.path, keepaliveIntervalMs: 60_000, ...opts }).listen();
+  const s = new ZdsServer({ path: z.sock.path, keepaliveIntervalMs: 60_000, ...opts }).listen();
   cleanups.push(() => s.close());
   return s;
 }
 async function client(hello = true): Promise<FakeZtunnel> {
-  const c = await FakeZtunnel.connect(sock.path, hello);
+  const c = await FakeZtunnel.connect(z.sock.path, hello);
   cleanups.push(() => c.close());
   return c;
 }
@@ -55,7 +42,7 @@ describe('ZDS routing: a connection that acked is preferred over a newer one tha
     // Upstream's admission rate (5/s); a short ack timeout so the hostile connections come and go.
     const s = server({ ackTimeoutMs: 1000 });
     const gone = disconnects(s);
-    const legit = new ZtunnelPeer({ path: sock.path, listeners: false, backoffMaxMs: 100 }).start();
+    const legit = new ZtunnelPeer({ path: z.sock.path, listeners: false, backoffMaxMs: 100 }).start();
     cleanups.push(() => legit.stop());
     await legit.waitFor((p) => p.snapshotReceived);
     const legitId = s.connections()[0]!.id;
@@ -66,7 +53,7 @@ describe('ZDS routing: a connection that acked is preferred over a newer one tha
     let churning = true;
     const churn = (async () => {
       while (churning) {
-        const c = await connect(sock.path);
+        const c = await connect(z.sock.path);
         hostile.push(c);
         await c.send(encodeHello());
         void c.recv({ maxBytes: 1024, maxFds: 1 }).then((m) => {
