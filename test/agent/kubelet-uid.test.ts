@@ -2,7 +2,7 @@
 // as plain files in a temp dir (parsing; hostile contents included), and once against the real
 // /proc with a real process named `kubelet` running as another uid.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -154,20 +154,27 @@ describe('resolveKubeletUid over a proc root', () => {
 
 describe.skipIf(!privileged())('resolveKubeletUid over the real /proc', () => {
   it('finds a real process named kubelet and its real uid', async () => {
-    const dir = tempDir('pwt-kubelet-');
-    chmodSync(dir, 0o755);
-    const bin = join(dir, 'kubelet');
-    copyFileSync('/bin/sleep', bin);
-    chmodSync(bin, 0o755);
-    const child = spawn(bin, ['1000'], { uid: 4321, gid: 4321, stdio: 'ignore' });
+    // Started as root, it names itself `kubelet` (prctl PR_SET_NAME) and drops to uid 4321 without
+    // an exec, so no path has to be reachable for that uid (a fresh root's / can be 0700).
+    const script = [
+      'import ctypes, os, time',
+      "ctypes.CDLL(None).prctl(15, b'kubelet', 0, 0, 0)",
+      'os.setgid(4321); os.setuid(4321)',
+      'time.sleep(1000)',
+    ].join('\n');
+    const child = spawn('/usr/bin/python3', ['-c', script, '--kubeconfig=/etc/kubernetes/kubelet.conf'], { stdio: 'ignore' });
     children.push(child);
-    // uv_spawn returns once the exec happened (or failed): comm is already `kubelet` here.
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
       child.once('error', reject);
     });
-    const found = findKubeletProcesses('/proc');
-    expect(found).toContainEqual({ pid: child.pid, name: 'kubelet', uid: 4321, euid: 4321, fsuid: 4321 });
+    const want = { pid: child.pid, name: 'kubelet', uid: 4321, euid: 4321, fsuid: 4321 };
+    let found = findKubeletProcesses('/proc');
+    for (let i = 0; i < 500 && !found.some((f) => f.pid === child.pid && f.uid === 4321); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      found = findKubeletProcesses('/proc');
+    }
+    expect(found).toContainEqual(want);
     child.kill('SIGKILL');
   });
 });
