@@ -131,16 +131,21 @@ describe('the permission table and scripts/kube/rbac.mjs', () => {
   });
 });
 
+/** An agent identity bound to `roles` (the base role first), its requests recorded, and a node with its Node object. */
+async function recordedAgent(roles: readonly (typeof AGENT_CLUSTER_ROLE)[]) {
+  const client = await agentIdentityWith(roles.filter((r) => r !== AGENT_CLUSTER_ROLE).map((r) => r.metadata.name));
+  const rec = await recordRequests(client);
+  cleanups.push(async () => rec.stop());
+  const node = await AgentTestNode.create();
+  cleanups.push(() => node.teardown());
+  await nodeObject(node.name);
+  return { client, rec, admin: adminClient(), node };
+}
+
 describeKube('the agent\'s requests are exactly what its ClusterRoles grant', () => {
   it.skipIf(!privileged('nft'))('delete-mode repair and the node readiness taint: start, informers, annotation, EnrollFailed, drift Event, CNI ADD lookups, delete, upgrade stop', async () => {
     const roles = [AGENT_CLUSTER_ROLE, REPAIR_DELETE_CLUSTER_ROLE, NODE_TAINT_CLUSTER_ROLE];
-    const client = await agentIdentityWith([REPAIR_DELETE_CLUSTER_ROLE.metadata.name, NODE_TAINT_CLUSTER_ROLE.metadata.name]);
-    const rec = await recordRequests(client);
-    cleanups.push(async () => rec.stop());
-    const admin = adminClient();
-    const node = await AgentTestNode.create();
-    cleanups.push(() => node.teardown());
-    await nodeObject(node.name);
+    const { client, rec, admin, node } = await recordedAgent(roles);
     const home = await freshNamespace(admin);  // the agent's POD_NAMESPACE: its DaemonSet, of no other test
     await daemonSet(home);
     const amb = await freshNamespace(admin, AMBIENT);
@@ -195,13 +200,7 @@ describeKube('the agent\'s requests are exactly what its ClusterRoles grant', ()
 
   it.skipIf(!privileged('nft'))('label-mode repair with the base role alone: label through pods/status and its Event, uninstall stop', async () => {
     const roles = [AGENT_CLUSTER_ROLE];
-    const client = await agentIdentityWith([]);
-    const rec = await recordRequests(client);
-    cleanups.push(async () => rec.stop());
-    const admin = adminClient();
-    const node = await AgentTestNode.create();
-    cleanups.push(() => node.teardown());
-    await nodeObject(node.name);
+    const { client, rec, admin, node } = await recordedAgent(roles);
     const home = await freshNamespace(admin);  // no DaemonSet in it: an uninstall
     const plain = await freshNamespace(admin);
     const env = { POD_NAMESPACE: home, REPAIR_REPAIR_PODS: 'false', REPAIR_LABEL_PODS: 'true' };
