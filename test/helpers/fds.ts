@@ -11,8 +11,12 @@ export function exhaustFds(): () => void {
   const highest = Math.max(...readdirSync('/proc/self/fd').map(Number));
   const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'))!;
   const [soft, hard] = line.trim().split(/\s+/).slice(3, 5);
-  const setSoft = (n: string) => execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${hard}`]);
-  setSoft(String(highest + 9));
+  // No pipes, and a wide margin: restoring the limit spawns prlimit again, and spawnSync itself
+  // needs about a dozen fds (its own loop, signal pipe, exec-error pipe); closing the fillers
+  // must free at least that many, however few slots the fd table had below `highest`.
+  const setSoft = (n: string) =>
+    execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${hard}`], { stdio: 'ignore' });
+  setSoft(String(highest + 64));
   const fillers: number[] = [];
   try {
     for (;;) fillers.push(openSync('/dev/null', 'r'));
