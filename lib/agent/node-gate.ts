@@ -18,7 +18,9 @@
 // Failure mode (document it): the taint outlives an agent that is gone for
 // good (DaemonSet removed, node unlabelled). Remove it by hand with
 // `kubectl taint nodes <node> cni.podwire.io/not-ready:NoSchedule-`.
-import { PatchStrategy, type V1Node, type V1Taint } from '@kubernetes/client-node';
+import type { V1Node, V1Taint } from '@kubernetes/client-node';
+import { nodePath } from '../kube/paths.js';
+import { MERGE_PATCH } from '../kube/rest.js';
 import { missingAccess } from '../kube/access.js';
 import { accessOf } from '../kube/permissions.js';
 import type { KubeClient } from '../kube/client.js';
@@ -133,7 +135,7 @@ export class NodeGate {
       const body = { metadata: { resourceVersion: rv }, spec: { taints: want.length ? want : null } };
       try {
         await this.client.call({ verb: 'patch', resource: 'nodes', name: this.nodeName },
-          (o) => this.client.core.patchNode({ name: this.nodeName, body }, o), { contentType: PatchStrategy.MergePatch });
+          (o) => this.client.send({ method: 'PATCH', path: nodePath(this.nodeName), body }, o), { contentType: MERGE_PATCH });
         return true;
       } catch (err) {
         if (isKubeError(err, 'Conflict')) {
@@ -152,7 +154,7 @@ export class NodeGate {
   private async getNode(): Promise<V1Node> {
     try {
       return await withRetry(() => this.client.call({ verb: 'get', resource: 'nodes', name: this.nodeName },
-        (o) => this.client.core.readNode({ name: this.nodeName }, o)));
+        (o) => this.client.send<V1Node>({ method: 'GET', path: nodePath(this.nodeName), kind: 'Node' }, o)));
     } catch (err) {
       throw this.mapError(err, 'get');
     }
@@ -189,9 +191,9 @@ export class NodeGate {
       }
     };
     await probe('get', () => this.client.call({ verb: 'get', resource: 'nodes', name: this.nodeName },
-      (o) => this.client.core.readNode({ name: this.nodeName }, o)));
+      (o) => this.client.send({ method: 'GET', path: nodePath(this.nodeName) }, o)));
     await probe('patch', () => this.client.call({ verb: 'patch', resource: 'nodes', name: this.nodeName },
-      (o) => this.client.core.patchNode({ name: this.nodeName, body: {}, dryRun: 'All' }, o), { contentType: PatchStrategy.MergePatch }));
+      (o) => this.client.send({ method: 'PATCH', path: nodePath(this.nodeName), query: { dryRun: 'All' }, body: {} }, o), { contentType: MERGE_PATCH }));
     return missing;
   }
 }

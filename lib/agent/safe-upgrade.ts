@@ -4,9 +4,11 @@
 // pods starting outside the mesh during an upgrade or a reboot. Cleaning up is right only when
 // the agent is leaving this node for good: the DaemonSet is gone or being deleted, or no longer
 // targets the node, or the uninstall already removed our access.
+import type { V1DaemonSet, V1Node } from '@kubernetes/client-node';
 import { KubeClient } from '../kube/client.js';
 import { isKubeError, KubeConfigError, KubeError } from '../kube/errors.js';
 import { podSpecFitsNode } from '../kube/node-affinity.js';
+import { daemonSetPath, nodePath } from '../kube/paths.js';
 import { AGENT_DAEMONSET_NAME } from '../kube/permissions.js';
 import { sleep } from '../kube/retry.js';
 import { checkTimeout } from '../util/timeout.js';
@@ -81,10 +83,10 @@ export async function decideCleanup(opts: SafeUpgradeOptions): Promise<CleanupDe
     attempts++;
     try {
       const set = await client.call({ verb: 'get', resource: 'daemonsets', namespace, name },
-        (o) => client.apps.readNamespacedDaemonSet({ namespace, name }, o), signal ? { signal } : {});
+        (o) => client.send<V1DaemonSet>({ method: 'GET', path: daemonSetPath(namespace, name), kind: 'DaemonSet' }, o), signal ? { signal } : {});
       if (set.metadata?.deletionTimestamp) return cleanup(`uninstall: ${ds} is being deleted`);
       const node = await client.call({ verb: 'get', resource: 'nodes', name: nodeName },
-        (o) => client.core.readNode({ name: nodeName }, o), signal ? { signal } : {});
+        (o) => client.send<V1Node>({ method: 'GET', path: nodePath(nodeName), kind: 'Node' }, o), signal ? { signal } : {});
       // Upstream checks only the required node affinity; spec.nodeSelector is checked too since
       // the scheduler requires it as well: a relabelled node leaves the DaemonSet either way.
       const fit = podSpecFitsNode(set.spec?.template?.spec, node);

@@ -10,6 +10,7 @@
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from '../kube/client.js';
 import type { Informer } from '../kube/informer.js';
+import { namespacePath, podPath } from '../kube/paths.js';
 import { checkTimeout } from '../util/timeout.js';
 
 export interface PodLookupOptions {
@@ -97,7 +98,7 @@ export async function lookupPod(
     source = 'cache-after-wait';
   }
   if (!pod) {
-    const fetched = await client.call({ verb: 'get', resource: 'pods', ...get }, (o) => client.core.readNamespacedPod(get, o), callOpts);
+    const fetched = await client.call({ verb: 'get', resource: 'pods', ...get }, (o) => client.send<V1Pod>({ method: 'GET', path: podPath(get.namespace, get.name), kind: 'Pod' }, o), callOpts);
     const uid = fetched.metadata?.uid ?? '';
     if (ref.uid && uid !== ref.uid) {
       throw new PodLookupError('ERR_POD_UID_MISMATCH', `pod ${ref.namespace}/${ref.name} is UID ${uid || '(none)'} on the API server, not ${ref.uid}`, ref.uid, uid);
@@ -109,7 +110,7 @@ export async function lookupPod(
   let namespace = await waitFor(() => caches.namespaces.get(ref.namespace), caches.namespaces, left, opts.signal);
   if (!namespace) {
     namespace = await client.call({ verb: 'get', resource: 'namespaces', name: ref.namespace },
-      (o) => client.core.readNamespace({ name: ref.namespace }, o), callOpts);
+      (o) => client.send<V1Namespace>({ method: 'GET', path: namespacePath(ref.namespace), kind: 'Namespace' }, o), callOpts);
   }
   return { pod, namespace, source };
 }

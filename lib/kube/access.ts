@@ -3,7 +3,7 @@
 // start with the permission named instead of failing on its first real call. Rejects with the
 // KubeError of the review call (Forbidden or NotFound when reviews are unavailable: the caller
 // decides whether to probe another way or go on).
-import { AuthorizationV1Api } from '@kubernetes/client-node';
+import type { V1SelfSubjectAccessReview } from '@kubernetes/client-node';
 import type { KubeClient } from './client.js';
 import { withRetry } from './retry.js';
 
@@ -25,11 +25,11 @@ export function accessLabel(a: AccessAttributes): string {
 
 /** The attributes the client's identity is not allowed, as accessLabel()s (empty: all allowed). */
 export async function missingAccess(client: KubeClient, wanted: readonly AccessAttributes[]): Promise<string[]> {
-  const authz = client.kubeConfig.makeApiClient(AuthorizationV1Api);
   const denied = await Promise.all(wanted.map(async (a) => {
     const r = await withRetry(() => client.call({ verb: 'create', resource: 'selfsubjectaccessreviews' },
-      (o) => authz.createSelfSubjectAccessReview({
-        body: { spec: { resourceAttributes: {
+      (o) => client.send<V1SelfSubjectAccessReview>({
+        method: 'POST', path: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', kind: 'Object',
+        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: {
           group: a.group ?? '', resource: a.resource, verb: a.verb,
           ...(a.subresource ? { subresource: a.subresource } : {}),
           ...(a.namespace ? { namespace: a.namespace } : {}),

@@ -1,9 +1,16 @@
-// One connection to one API server: client-node's typed CoreV1Api and Watch,
-// fed by our credentials, with a deadline on every call and every failure
-// turned into a KubeError.
+// One connection to one API server: our credentials, one keep-alive agent,
+// a deadline on every call and every failure turned into a KubeError.
 //
-// Why a KubeConfig subclass: client-node asks its KubeConfig for auth on
-// every request (applySecurityAuthentication for the typed APIs,
+// podwire's own requests (lib/kube/rest.ts: pods, namespaces, nodes, events,
+// access reviews, list and watch) go out on Node's http/https and never load
+// @kubernetes/client-node's runtime, which costs more memory and start-up
+// time than the rest of the agent (docs/benchmarks.md, "Agent memory").
+// client-node's typed APIs are still here for callers that want them (tests,
+// library users): `core`, `apps` and `kubeConfig` load it on first use,
+// synchronously (require of an ES module: Node 20.19 or later).
+//
+// Why a KubeConfig subclass for those: client-node asks its KubeConfig for
+// auth on every request (applySecurityAuthentication for the typed APIs,
 // applyToFetchOptions for Watch). Overriding those two is the smallest hook
 // that lets us (a) read a rotated token before the next request, (b) reuse
 // one keep-alive agent (client-node builds a new https.Agent — and re-reads
@@ -11,11 +18,22 @@
 // connect/header timeout, which it has none of in 1.4.0.
 import * as http from 'node:http';
 import * as https from 'node:https';
-import { ApiException, AppsV1Api, CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
+import { createRequire } from 'node:module';
+import type { AppsV1Api, ConfigurationOptions, CoreV1Api, KubeConfig, RequestContext, ResponseContext } from '@kubernetes/client-node';
 import { KubeConfigError, KubeError, codeForStatus, codeForTransport, type KubeVerb } from './errors.js';
 import { checkName, ruleForResource } from './names.js';
 import type { KubeCredentials, TlsMaterial } from './config.js';
+import { HttpStatusError, send, watchStream, type RequestOptions, type RestRequest, type RestTransport, type WatchRequest } from './rest.js';
 import { checkTimeout, optionalTimeout } from '../util/timeout.js';
+
+type ClientNode = typeof import('@kubernetes/client-node');
+let clientNode: ClientNode | undefined;
+
+/** client-node itself, loaded on first use (only the typed-API getters need it). */
+function loadClientNode(): ClientNode {
+  clientNode ??= createRequire(import.meta.url)('@kubernetes/client-node') as ClientNode;
+  return clientNode;
+}
 
 export const USER_AGENT = 'podwire/0.1.0';
 
@@ -46,38 +64,67 @@ export interface CallOptions {
 type FetchInit = Awaited<ReturnType<KubeConfig['applyToFetchOptions']>>;
 
 /** The KubeConfig client-node's APIs and Watch see: its auth hooks are ours. */
-class CredentialsKubeConfig extends KubeConfig {
-  constructor(private readonly owner: KubeClient) {
-    super();
-    this.loadFromClusterAndUser({ name: 'podwire', server: owner.credentials.server, skipTLSVerify: false }, { name: 'podwire' });
-  }
+function credentialsKubeConfig(owner: KubeClient): KubeConfig {
+  const { KubeConfig: Base } = loadClientNode();
+  class CredentialsKubeConfig extends Base {
+    constructor() {
+      super();
+      this.loadFromClusterAndUser({ name: 'podwire', server: owner.credentials.server, skipTLSVerify: false }, { name: 'podwire' });
+    }
 
-  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
-    const auth = await this.owner.credentials.authorization();
-    if (auth) context.setHeaderParam('Authorization', auth);
-    context.setHeaderParam('User-Agent', this.owner.userAgent);
-    context.setAgent(await this.owner.agent());
-  }
+    override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+      const auth = await owner.authorization();
+      if (auth) context.setHeaderParam('Authorization', auth);
+      context.setHeaderParam('User-Agent', owner.userAgent);
+      context.setAgent(await owner.agent());
+    }
 
-  override async applyToFetchOptions(): Promise<FetchInit> {
-    const auth = await this.owner.credentials.authorization();
-    const headers: Record<string, string> = { 'User-Agent': this.owner.userAgent };
-    if (auth) headers.Authorization = auth;
-    // node-fetch's `timeout` bounds the wait for the response headers; the watch
-    // stream after that is bounded by the informer's idle timer.
-    return { agent: await this.owner.agent(), headers, timeout: this.owner.requestTimeoutMs } as unknown as FetchInit;
+    override async applyToFetchOptions(): Promise<FetchInit> {
+      const auth = await owner.authorization();
+      const headers: Record<string, string> = { 'User-Agent': owner.userAgent };
+      if (auth) headers.Authorization = auth;
+      // node-fetch's `timeout` bounds the wait for the response headers; the watch
+      // stream after that is bounded by the informer's idle timer.
+      return { agent: await owner.agent(), headers, timeout: owner.requestTimeoutMs } as unknown as FetchInit;
+    }
   }
+  return new CredentialsKubeConfig();
+}
+
+/**
+ * What `call()` hands its function: the signal and content type for podwire's
+ * own requests (`client.send`), and the same as client-node middleware for its
+ * typed APIs (built only when one of them reads it).
+ */
+export type CallContext = RequestOptions & ConfigurationOptions & { signal: AbortSignal };
+
+function callContext(signal: AbortSignal, contentType: string | undefined): CallContext {
+  let middleware: ConfigurationOptions['middleware'];
+  return {
+    signal,
+    ...(contentType ? { contentType } : {}),
+    middlewareMergeStrategy: 'append',
+    // Per-call middleware (observable style, as the object-param API expects) runs after auth, right before the send.
+    get middleware() {
+      const { Observable } = loadClientNode();
+      middleware ??= [{
+        pre: (ctx: RequestContext) => {
+          ctx.setSignal(signal);
+          if (contentType) ctx.setHeaderParam('Content-Type', contentType);
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
+      }];
+      return middleware;
+    },
+  };
 }
 
 export class KubeClient {
   readonly requestTimeoutMs: number;
   readonly userAgent: string;
-  /** For client-node's Watch (and anything else of client-node that takes a KubeConfig). */
-  readonly kubeConfig: KubeConfig;
-  /** client-node's typed core/v1 API. Call it through `call()` to get deadlines and KubeErrors. */
-  readonly core: CoreV1Api;
-  /** client-node's typed apps/v1 API (the agent reads its own DaemonSet at shutdown). Through `call()` too. */
-  readonly apps: AppsV1Api;
+  private official: { kubeConfig: KubeConfig; core?: CoreV1Api; apps?: AppsV1Api } | undefined;
+  private readonly transport: RestTransport;
   private current: { version: string; agent: http.Agent } | undefined;
   private pending: Promise<http.Agent> | undefined;
   private readonly retired: http.Agent[] = [];
@@ -86,9 +133,43 @@ export class KubeClient {
   constructor(readonly credentials: KubeCredentials, opts: KubeClientOptions = {}) {
     this.requestTimeoutMs = checkTimeout(opts.requestTimeoutMs ?? 10_000, 'requestTimeoutMs');
     this.userAgent = opts.userAgent ?? USER_AGENT;
-    this.kubeConfig = new CredentialsKubeConfig(this);
-    this.core = this.kubeConfig.makeApiClient(CoreV1Api);
-    this.apps = this.kubeConfig.makeApiClient(AppsV1Api);
+    this.transport = this;
+  }
+
+  /** For client-node's Watch and typed APIs (anything of client-node that takes a KubeConfig); loads client-node. */
+  get kubeConfig(): KubeConfig {
+    this.official ??= { kubeConfig: credentialsKubeConfig(this) };
+    return this.official.kubeConfig;
+  }
+
+  /** client-node's typed core/v1 API (loads client-node). Call it through `call()` to get deadlines and KubeErrors. */
+  get core(): CoreV1Api {
+    const kc = this.kubeConfig;
+    return (this.official!.core ??= kc.makeApiClient(loadClientNode().CoreV1Api));
+  }
+
+  /** client-node's typed apps/v1 API (loads client-node). Through `call()` too. */
+  get apps(): AppsV1Api {
+    const kc = this.kubeConfig;
+    return (this.official!.apps ??= kc.makeApiClient(loadClientNode().AppsV1Api));
+  }
+
+  /** The Authorization header value for the next request (a rotated token is read here). */
+  authorization(): Promise<string | undefined> {
+    return this.credentials.authorization();
+  }
+
+  /**
+   * One JSON request of podwire's own (no client-node), for use inside `call()`:
+   * `client.call(target, (o) => client.send({ method: 'GET', path }, o))`.
+   */
+  send<T>(req: RestRequest, o: RequestOptions): Promise<T> {
+    return send<T>(this.transport, req, o);
+  }
+
+  /** A watch stream (lib/kube/rest.ts watchStream); the informer owns the loop around it. */
+  watch(req: WatchRequest, onEvent: (type: string, obj: unknown) => void, onDone: (err?: unknown) => void): void {
+    watchStream(this.transport, req, onEvent, onDone);
   }
 
   get server(): string {
@@ -136,7 +217,7 @@ export class KubeClient {
    * The target's namespace and name are validated first (InvalidNameError, no request made):
    * `fn` must put those same values into the path.
    */
-  async call<T>(target: CallTarget, fn: (options: ConfigurationOptions) => Promise<T>, opts: CallOptions = {}): Promise<T> {
+  async call<T>(target: CallTarget, fn: (options: CallContext) => Promise<T>, opts: CallOptions = {}): Promise<T> {
     if (target.namespace !== undefined) checkName(target.namespace, 'dns-label', 'namespace');
     if (target.name !== undefined) checkName(target.name, ruleForResource(target.resource), 'name');
     const timeoutMs = optionalTimeout(opts.timeoutMs, 'timeoutMs', this.requestTimeoutMs);
@@ -148,23 +229,10 @@ export class KubeClient {
     }, timeoutMs);
     const onAbort = () => ac.abort();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const contentType = opts.contentType;
-    // Per-call middleware (observable style, as the object-param API expects) runs after auth, right before the send.
-    const options: ConfigurationOptions = {
-      middleware: [{
-        pre: (ctx: RequestContext) => {
-          ctx.setSignal(ac.signal);
-          if (contentType) ctx.setHeaderParam('Content-Type', contentType);
-          return new Observable(Promise.resolve(ctx));
-        },
-        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
-      }],
-      middlewareMergeStrategy: 'append',
-    };
     try {
       if (opts.signal?.aborted) throw abortError();
       // The deadline also covers reading the auth files and building the agent.
-      return await raceAbort(fn(options), ac.signal);
+      return await raceAbort(fn(callContext(ac.signal, opts.contentType)), ac.signal);
     } catch (err) {
       throw toKubeError(err, target, timedOut ? 'Timeout' : opts.signal?.aborted ? 'Aborted' : undefined, timeoutMs);
     } finally {
@@ -224,9 +292,11 @@ export function toKubeError(err: unknown, target: CallTarget, forced?: 'Timeout'
   if (forced) {
     return new KubeError({ ...base, code: forced, status: 0, serverMessage: forced === 'Timeout' ? `no answer within ${timeoutMs} ms` : 'aborted by the caller' });
   }
-  if (err instanceof ApiException) {
-    const st = parseStatus(err.body);
-    const d = { ...base, code: codeForStatus(err.code, st?.reason), status: err.code } as const;
+  if (err instanceof HttpStatusError || (clientNode && err instanceof clientNode.ApiException)) {
+    const e = err as { code?: number; statusCode?: number; body: unknown };
+    const code = err instanceof HttpStatusError ? err.statusCode : e.code!;
+    const st = parseStatus(e.body);
+    const d = { ...base, code: codeForStatus(code, st?.reason), status: code } as const;
     return new KubeError({ ...d, ...(st?.reason ? { reason: st.reason } : {}), ...(st?.message ? { serverMessage: st.message } : {}) });
   }
   const status = (err as { statusCode?: unknown })?.statusCode;

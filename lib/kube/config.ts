@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, join } from 'node:path';
-import { loadYaml } from '@kubernetes/client-node';
+import { loadYaml } from '../util/yaml.js';
 import { KubeConfigError } from './errors.js';
 import { WatchedFile } from './watched-file.js';
 import { isJsonObject } from '../util/json.js';

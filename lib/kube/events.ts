@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { CallOptions, KubeClient } from './client.js';
+import { namespacePath } from './paths.js';
 
 export interface PodEvent {
   type: 'Normal' | 'Warning';
@@ -43,5 +44,5 @@ export async function createPodEvent(client: KubeClient, pod: PodIdentity, ev: P
     count: 1,
   };
   return client.call({ verb: 'create', resource: 'events', namespace: m.namespace, name },
-    (o) => client.core.createNamespacedEvent({ namespace: m.namespace!, body }, o), opts);
+    (o) => client.send<CoreV1Event>({ method: 'POST', path: `${namespacePath(m.namespace!)}/events`, body, kind: 'Event' }, o), opts);
 }

@@ -8,22 +8,19 @@
 // watch error (it only emits 'error'), has no backoff, no timeouts (Watch's
 // 30 s AbortSignal is overwritten, so a silent connection hangs forever), no
 // old object on update, and mixes typed list items (Dates) with raw watch
-// objects (strings) in one cache. We keep client-node's Watch for the stream
-// (it owns the request and the line splitting) and its typed list calls, and
-// own the loop: when to relist, when to back off, what is delivered.
+// objects (strings) in one cache. The list and the watch stream are podwire's
+// own requests (lib/kube/rest.ts: no client-node at run time), typed like
+// client-node's models (Dates revived, lib/kube/dates.ts); the informer owns
+// the loop: when to relist, when to back off, what is delivered.
 //
 // Delivery: handlers run synchronously, in the stream's order, so events of
 // one object arrive in order (the apiserver orders a watch by
 // resourceVersion). A handler that needs to do I/O should enqueue; a throwing
 // (or rejecting) handler is counted and reported, never stops the informer.
-import { Watch, type KubernetesObject } from '@kubernetes/client-node';
-// Not part of the client's index: the generated models' serializer, the one its typed list calls
-// use. The client is pinned exactly (package.json, 1.4.0) and test/kube/informer.test.ts checks both
-// the pin and that watch objects come out typed like list items, so an upgrade cannot break this silently.
-import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { KubeError, codeForStatus, codeForTransport as transportCode } from './errors.js';
 import type { KubeClient } from './client.js';
-import type { ResourceSpec } from './resources.js';
+import { listPage, type ResourceSpec } from './resources.js';
 import { sleep } from './retry.js';
 import { checkTimeout } from '../util/timeout.js';
 
@@ -286,7 +283,7 @@ export class Informer<T extends KubernetesObject> {
     let cont: string | undefined;
     for (let expired = 0; ;) {
       try {
-        const page = await this.client.call({ verb: 'list', resource: this.spec.resource }, (options) => this.spec.list(this.client, {
+        const page = await this.client.call({ verb: 'list', resource: this.spec.resource }, (options) => listPage(this.client, this.spec, {
           limit: this.o.pageSize,
           ...(cont ? { _continue: cont } : {}),
           ...(this.o.fieldSelector ? { fieldSelector: this.o.fieldSelector } : {}),
@@ -353,14 +350,14 @@ export class Informer<T extends KubernetesObject> {
     if (this.o.labelSelector) query.labelSelector = this.o.labelSelector;
     return new Promise<WatchEnd>((resolve) => {
       let settled = false;
-      let request: AbortController | undefined;
+      const request = new AbortController();
       let idle: NodeJS.Timeout | undefined;
       const finish = (e: WatchEnd) => {
         if (settled) return;
         settled = true;
         clearTimeout(idle);
         this.endWatch = undefined;
-        request?.abort();
+        request.abort();
         resolve(e);
       };
       const armIdle = () => {
@@ -373,7 +370,7 @@ export class Informer<T extends KubernetesObject> {
       this.endWatch = finish;
       armIdle();
       const target = { verb: 'watch' as const, resource: this.spec.resource };
-      new Watch(this.client.kubeConfig).watch(this.spec.path, query, (type: string, obj: unknown) => {
+      this.client.watch({ resource: this.spec.resource, path: this.spec.path, query, kind: this.spec.kind, signal: request.signal }, (type: string, obj: unknown) => {
         if (settled) return;
         armIdle();
         this.stats.events++;
@@ -384,10 +381,7 @@ export class Informer<T extends KubernetesObject> {
         const status = (err as { statusCode?: unknown }).statusCode;
         if (status === 410) return finish({ kind: 'gone' });
         finish({ kind: 'error', err: watchError(err, target, typeof status === 'number' ? status : undefined) });
-      }).then((ctrl) => {
-        request = ctrl;
-        if (settled) ctrl.abort();
-      }, (err: unknown) => finish({ kind: 'error', err: watchError(err, target) }));
+      });
     });
   }
 
@@ -401,8 +395,8 @@ export class Informer<T extends KubernetesObject> {
     const meta = (raw as KubernetesObject | undefined)?.metadata;
     if (meta?.resourceVersion) this.resourceVersion = meta.resourceVersion;
     if (type === 'BOOKMARK') return undefined;
-    // Watch hands over parsed JSON; the list gave typed objects (Date fields): make them the same kind.
-    const obj = ObjectSerializer.deserialize(raw, this.spec.type, '') as T;
+    // Typed like list items (Dates revived by the stream).
+    const obj = raw as T;
     const k = objectKey(obj);
     if (type === 'ADDED' || type === 'MODIFIED') {
       this.upsert(k, obj);
@@ -453,7 +447,6 @@ export class Informer<T extends KubernetesObject> {
 function watchError(err: unknown, target: { verb: 'watch'; resource: string }, status?: number): KubeError {
   if (err instanceof KubeError) return err;
   if (status !== undefined) return new KubeError({ ...target, code: codeForStatus(status), status, serverMessage: (err as Error).message, cause: err });
-  const e = err as { name?: string; type?: string };
-  // node-fetch's own `timeout` (no response headers in time) is a FetchError of type request-timeout.
-  return new KubeError({ ...target, code: e?.type === 'request-timeout' ? 'Timeout' : e?.name === 'AbortError' ? 'Aborted' : transportCode(err), status: 0, serverMessage: (err as Error)?.message, cause: err });
+  const e = err as { name?: string };
+  return new KubeError({ ...target, code: e?.name === 'AbortError' ? 'Aborted' : transportCode(err), status: 0, serverMessage: (err as Error)?.message, cause: err });
 }

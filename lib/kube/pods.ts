@@ -1,7 +1,9 @@
 // The pod calls the agent and the repair controller make, each one request
 // with the client's deadline and a KubeError on failure.
-import { PatchStrategy, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { CallOptions, KubeClient } from './client.js';
+import { MERGE_PATCH } from './rest.js';
+import { podPath } from './paths.js';
 import { withRetry, type RetryOptions } from './retry.js';
 
 /** status.podIPs, else status.podIP: the pod's IPs as the API server has them. */
@@ -35,7 +37,7 @@ export function getPod(client: KubeClient, ref: PodRef, opts: GetOptions = {}): 
   const retry: RetryOptions = { ...opts.retry };
   if (opts.signal) retry.signal = opts.signal;
   return withRetry(() => client.call({ verb: 'get', resource: 'pods', ...ref },
-    (o) => client.core.readNamespacedPod(ref, o), opts), retry);
+    (o) => client.send<V1Pod>({ method: 'GET', path: podPath(ref.namespace, ref.name), kind: 'Pod' }, o), opts), retry);
 }
 
 function metadataBody(patch: MetadataPatch): { metadata: MetadataPatch } {
@@ -49,7 +51,7 @@ function metadataBody(patch: MetadataPatch): { metadata: MetadataPatch } {
 /** JSON merge patch of the pod's labels/annotations through the main resource (needs `patch pods`). */
 export function patchPodMetadata(client: KubeClient, ref: PodRef, patch: MetadataPatch, opts: Omit<CallOptions, 'contentType'> = {}): Promise<V1Pod> {
   return client.call({ verb: 'patch', resource: 'pods', ...ref },
-    (o) => client.core.patchNamespacedPod({ ...ref, body: metadataBody(patch) }, o), { ...opts, contentType: PatchStrategy.MergePatch });
+    (o) => client.send<V1Pod>({ method: 'PATCH', path: podPath(ref.namespace, ref.name), body: metadataBody(patch), kind: 'Pod' }, o), { ...opts, contentType: MERGE_PATCH });
 }
 
 /**
@@ -60,7 +62,7 @@ export function patchPodMetadata(client: KubeClient, ref: PodRef, patch: Metadat
  */
 export function patchPodStatus(client: KubeClient, ref: PodRef, body: { metadata?: MetadataPatch; status?: Record<string, unknown> }, opts: Omit<CallOptions, 'contentType'> = {}): Promise<V1Pod> {
   return client.call({ verb: 'patch', resource: 'pods/status', ...ref },
-    (o) => client.core.patchNamespacedPodStatus({ ...ref, body }, o), { ...opts, contentType: PatchStrategy.MergePatch });
+    (o) => client.send<V1Pod>({ method: 'PATCH', path: podPath(ref.namespace, ref.name, 'status'), body, kind: 'Pod' }, o), { ...opts, contentType: MERGE_PATCH });
 }
 
 /** Annotations/labels via pods/status (what the agent's RBAC allows). */
@@ -81,9 +83,9 @@ export interface DeletePodOptions extends Omit<CallOptions, 'contentType'> {
  */
 export async function deletePod(client: KubeClient, ref: PodRef, opts: DeletePodOptions): Promise<void> {
   if (!opts.uid) throw new TypeError('deletePod: uid is required (the precondition)');
-  await client.call({ verb: 'delete', resource: 'pods', ...ref }, (o) => client.core.deleteNamespacedPod({
-    ...ref,
-    ...(opts.gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds: opts.gracePeriodSeconds }),
+  await client.call({ verb: 'delete', resource: 'pods', ...ref }, (o) => client.send({
+    method: 'DELETE', path: podPath(ref.namespace, ref.name),
+    ...(opts.gracePeriodSeconds === undefined ? {} : { query: { gracePeriodSeconds: opts.gracePeriodSeconds } }),
     body: { preconditions: { uid: opts.uid }, ...(opts.gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds: opts.gracePeriodSeconds }) },
   }, o), opts);
 }

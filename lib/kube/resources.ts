@@ -1,9 +1,11 @@
 // The resources the agent informs on, described once: the RBAC name (for
-// errors), the watch path, the model type (to deserialize watch events like
-// list items), and the typed list call. Plus the two informers the node agent
+// errors), the list/watch path, and the kind (whose Dates list items and watch
+// events get, lib/kube/dates.ts). Plus the two informers the node agent
 // runs (Istio's informers.go): this node's Pods, all Namespaces.
-import type { ConfigurationOptions, KubernetesListObject, KubernetesObject, V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject, V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { KubeClient } from './client.js';
+import type { DateKind } from './dates.js';
+import type { RequestOptions } from './rest.js';
 import { Informer, type InformerOptions } from './informer.js';
 
 export interface ListQuery {
@@ -15,27 +17,29 @@ export interface ListQuery {
 
 export interface ResourceSpec<T extends KubernetesObject> {
   resource: string;
-  /** Collection path across all namespaces (watch uses it). */
+  /** Collection path across all namespaces (list and watch). */
   path: string;
-  /** client-node model name, e.g. V1Pod. */
-  type: string;
+  /** Which Dates its objects have (lib/kube/dates.ts). */
+  kind: DateKind;
   namespaced: boolean;
-  list(client: KubeClient, q: ListQuery, options: ConfigurationOptions): Promise<KubernetesListObject<T>>;
+}
+
+/** One list page of a resource (inside KubeClient.call, which gives `options`). */
+export function listPage<T extends KubernetesObject>(client: KubeClient, spec: ResourceSpec<T>, q: ListQuery, options: RequestOptions): Promise<KubernetesListObject<T>> {
+  const { _continue, ...rest } = q;
+  return client.send({ method: 'GET', path: spec.path, query: { ...rest, continue: _continue }, kind: spec.kind, list: true }, options);
 }
 
 export const PODS: ResourceSpec<V1Pod> = {
-  resource: 'pods', path: '/api/v1/pods', type: 'V1Pod', namespaced: true,
-  list: (c, q, o) => c.core.listPodForAllNamespaces(q, o),
+  resource: 'pods', path: '/api/v1/pods', kind: 'Pod', namespaced: true,
 };
 
 export const NAMESPACES: ResourceSpec<V1Namespace> = {
-  resource: 'namespaces', path: '/api/v1/namespaces', type: 'V1Namespace', namespaced: false,
-  list: (c, q, o) => c.core.listNamespace(q, o),
+  resource: 'namespaces', path: '/api/v1/namespaces', kind: 'Namespace', namespaced: false,
 };
 
 export const NODES: ResourceSpec<V1Node> = {
-  resource: 'nodes', path: '/api/v1/nodes', type: 'V1Node', namespaced: false,
-  list: (c, q, o) => c.core.listNode(q, o),
+  resource: 'nodes', path: '/api/v1/nodes', kind: 'Node', namespaced: false,
 };
 
 export interface PodInformerOptions extends Omit<InformerOptions, 'fieldSelector'> {

@@ -27,6 +27,7 @@ import { accessOf } from '../kube/permissions.js';
 import { isConflict, isKubeError, isNotFound } from '../kube/errors.js';
 import { createPodEvent } from '../kube/events.js';
 import { Informer } from '../kube/informer.js';
+import { podPath } from '../kube/paths.js';
 import { annotatePodViaStatus, podIps, podKey } from '../kube/pods.js';
 import { PODS } from '../kube/resources.js';
 import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
@@ -423,7 +424,7 @@ export class RepairController {
     const client = this.opts.client;
     try {
       await client.call({ verb: 'delete', resource: 'pods', namespace, name },
-        (o) => client.core.deleteNamespacedPod({ namespace, name, body: { preconditions } }, o));
+        (o) => client.send({ method: 'DELETE', path: podPath(namespace, name), body: { preconditions } }, o));
     } catch (err) {
       if (isConflict(err) || isNotFound(err)) {
         this.count('delete', 'skip');

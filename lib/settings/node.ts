@@ -10,7 +10,7 @@
 // `--log_as_json`); for env-only settings the env name lower-cased with `_` → `-`
 // (`AMBIENT_IPV6` → `--ambient-ipv6`), which is the mapping viper applies between the two.
 import { isIPv4, isIPv6 } from 'node:net';
-import { loadYaml } from '@kubernetes/client-node';
+import { loadYaml } from '../util/yaml.js';
 import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS, type CompiledEnablementSelectors, type EnablementSelector } from '../mesh/enablement.js';
 import type { SelectionPolicy } from '../mesh/decision.js';
 import type { LogLevel } from '../util/log.js';
