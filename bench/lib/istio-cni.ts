@@ -16,6 +16,28 @@ export function istioCniPath(): string {
   return join(cache, 'bin', `istio-cni-${ISTIO_VERSION}`);
 }
 
+/**
+ * The istio.io/istio module's source tree in the Go module cache (`go mod download`, the fetch
+ * `go get` in ensureIstioCni does too), downloading it first when missing: upstream's Helm chart
+ * (manifests/charts/istio-cni) is read from there by the chart parity tests. Throws when it
+ * cannot be had (no Go, no proxy): a failure of the caller, never a skip.
+ */
+export function ensureIstioModule(opts: { timeoutS?: number } = {}): string {
+  const r = spawnSync('go', ['mod', 'download', '-json', `istio.io/istio@${ISTIO_VERSION}`], {
+    encoding: 'utf8', timeout: (opts.timeoutS ?? 300) * 1000, env: { ...process.env, GOFLAGS: '-mod=mod' }, maxBuffer: 1 << 20,
+  });
+  let dir: unknown;
+  try {
+    dir = (JSON.parse(r.stdout) as { Dir?: unknown; Error?: unknown }).Dir;
+  } catch {
+    dir = undefined;
+  }
+  if (r.status !== 0 || typeof dir !== 'string' || !existsSync(dir)) {
+    throw new Error(`go mod download istio.io/istio@${ISTIO_VERSION} failed (exit ${r.status}${r.error ? `, ${r.error.message}` : ''}): ${(r.stdout + r.stderr).trim().split('\n').slice(-3).join(' ')}`);
+  }
+  return dir;
+}
+
 /** The cached binary, building it first when missing (at most `timeoutS`); undefined + why when it cannot be built. */
 export function ensureIstioCni(opts: { timeoutS?: number; log?: (m: string) => void } = {}): { path?: string; built: boolean; seconds?: number; why?: string } {
   const out = istioCniPath();
@@ -28,6 +50,12 @@ export function ensureIstioCni(opts: { timeoutS?: number; log?: (m: string) => v
     log(`istio-cni: building ${ISTIO_CNI_PKG}@${ISTIO_VERSION} from the Go module proxy (first run only)`);
     const env = { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=mod -buildvcs=false' };
     const timeout = (opts.timeoutS ?? 480) * 1000;
+    // The module itself first, as the chart tests fetch it (ensureIstioModule); then its dependencies.
+    try {
+      ensureIstioModule({ timeoutS: opts.timeoutS ?? 480 });
+    } catch (err) {
+      return { built: false, why: (err as Error).message };
+    }
     const get = spawnSync('go', ['get', `istio.io/istio@${ISTIO_VERSION}`], { cwd: dir, env, encoding: 'utf8', timeout });
     if (get.status !== 0) return { built: false, why: `go get failed: ${(get.stderr || get.error?.message || '').trim().split('\n').slice(-3).join(' ')}` };
     mkdirSync(dirname(out), { recursive: true });

@@ -138,6 +138,8 @@ describe('Helm chart deploy/chart/podwire: lint and render', () => {
     expect(c.securityContext).toEqual({
       privileged: false, allowPrivilegeEscalation: false, runAsUser: 0, runAsGroup: 0, runAsNonRoot: false,
       capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'SYS_ADMIN', 'SYS_PTRACE', 'NET_RAW'] },
+      // useAppArmorAnnotation=false (podwire's default): the field, not Istio's annotation.
+      appArmorProfile: { type: 'Unconfined' },
     });
     // Each mount with its host path (as the agent's defaults expect them).
     const volumes = Object.fromEntries(pod.volumes.map((v: Obj) => [v.name, v.hostPath]));

@@ -25,11 +25,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | quote }}
 {{- end -}}
 
-{{/* The image reference: <hub>/<image>:<tag>, or <image>:<tag> when image has a "/" or no hub is set. */}}
+{{/*
+The image reference: <hub>/<image>:<tag>; <image>:<tag> when image has a "/" or no hub is set;
+an image with a "/" and its own tag or digest is used as given (as Istio's chart uses one with a "/").
+*/}}
 {{- define "podwire.image" -}}
 {{- $hub := .Values.hub | default .Values.global.hub -}}
 {{- $tag := .Values.tag | default .Values.global.tag | default .Chart.AppVersion -}}
-{{- if or (contains "/" .Values.image) (not $hub) -}}
+{{- if and (contains "/" .Values.image) (or (contains "@" .Values.image) (contains ":" (last (splitList "/" .Values.image)))) -}}
+{{- .Values.image -}}
+{{- else if or (contains "/" .Values.image) (not $hub) -}}
 {{- printf "%s:%s" .Values.image $tag -}}
 {{- else -}}
 {{- printf "%s/%s:%s" $hub .Values.image $tag -}}
@@ -47,4 +52,19 @@ them at install instead, naming the value.
 {{- if not (has .Values.forceIptablesBinary (list "" "legacy" "nft")) -}}
 {{- fail (printf "forceIptablesBinary=%q: must be \"\", legacy or nft" .Values.forceIptablesBinary) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* global.resourceScope: "true" when the release renders its namespaced objects. */}}
+{{- define "podwire.namespaced" -}}
+{{- if has .Values.global.resourceScope (list "all" "namespace") }}true{{ end -}}
+{{- end -}}
+
+{{/* global.resourceScope: "true" when the release renders its cluster-scoped objects (ClusterRoles, bindings). */}}
+{{- define "podwire.clusterScoped" -}}
+{{- if has .Values.global.resourceScope (list "all" "cluster") }}true{{ end -}}
+{{- end -}}
+
+{{/* The platform profile in use ("" when none). */}}
+{{- define "podwire.platform" -}}
+{{- coalesce .Values.platform .Values.global.platform | default "" -}}
 {{- end -}}
