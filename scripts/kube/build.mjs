@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Builds the test control plane's binaries — kube-apiserver and etcd — and
-// helm (for the chart tests, test/deploy/chart.test.ts) from their published
+// Builds the test control plane's binaries — kube-apiserver and etcd —, the
+// real node's — kubelet, kube-controller-manager, kube-scheduler, kubectl
+// (scripts/kube/cluster.mjs) — and helm (the chart tests) from their published
 // Go modules through the Go module proxy, and caches them
 // under ~/.cache/podwire/kube/bin/ keyed by version and by the hash of our
 // wrapper module (go.mod + go.sum in scripts/kube/modules/<name>/), so only
@@ -8,7 +9,7 @@
 // repo: only the wrapper modules, which pin the release and point each
 // locally-replaced module of theirs at its published version.
 //   node scripts/kube/build.mjs          builds what is missing, prints the paths
-//   import { ensureBinaries, ensureHelm } from './build.mjs'
+//   import { ensureBinaries, ensureNodeBinaries, ensureHelm } from './build.mjs'
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,6 +27,12 @@ export const COMPONENTS = {
     ldflags: ['-X k8s.io/component-base/version.gitVersion=v1.36.3', '-X k8s.io/component-base/version.gitMajor=1',
       '-X k8s.io/component-base/version.gitMinor=36', '-X k8s.io/component-base/version.gitTreeState=clean'],
   },
+  // The real node's parts (scripts/kube/node.mjs, cluster.mjs): same release, one wrapper module.
+  ...Object.fromEntries(['kubelet', 'kube-controller-manager', 'kube-scheduler', 'kubectl'].map((name) => [name, {
+    module: 'modules/kube-node', pkg: `k8s.io/kubernetes/cmd/${name}`, version: 'v1.36.3',
+    ldflags: ['-X k8s.io/component-base/version.gitVersion=v1.36.3', '-X k8s.io/component-base/version.gitMajor=1',
+      '-X k8s.io/component-base/version.gitMinor=36', '-X k8s.io/component-base/version.gitTreeState=clean'],
+  }])),
   etcd: { module: 'modules/etcd', pkg: 'go.etcd.io/etcd/server/v3', version: 'v3.6.16', ldflags: [] },
   helm: {
     module: 'modules/helm', pkg: 'helm.sh/helm/v3/cmd/helm', version: 'v3.22.0',
@@ -94,6 +101,16 @@ export function ensureBinaries(opts) {
   return { kubeApiserver: ensureBinary('kube-apiserver', opts).path, etcd: ensureBinary('etcd', opts).path };
 }
 
+/** The real node's binaries (built when missing): kubelet, kube-controller-manager, kube-scheduler, kubectl. */
+export function ensureNodeBinaries(opts) {
+  return {
+    kubelet: ensureBinary('kubelet', opts).path,
+    controllerManager: ensureBinary('kube-controller-manager', opts).path,
+    scheduler: ensureBinary('kube-scheduler', opts).path,
+    kubectl: ensureBinary('kubectl', opts).path,
+  };
+}
+
 /** The helm binary for the chart tests (built when missing). */
 export function ensureHelm(opts) {
   return ensureBinary('helm', opts).path;
@@ -101,7 +118,7 @@ export function ensureHelm(opts) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
-    const b = { ...ensureBinaries(), helm: ensureHelm() };
+    const b = { ...ensureBinaries(), helm: ensureHelm(), ...(process.argv.includes('--control-plane-only') ? {} : ensureNodeBinaries()) };
     console.log(JSON.stringify(b, null, 2));
   } catch (err) {
     console.error(`kube build: ${err.message}`);

@@ -20,6 +20,11 @@ export interface ControlPlane {
   /** The agent's current token (a TokenRequest token). */
   agentTokenFile: string;
   etcdEndpoint: string;
+  /** The CA's key and the ServiceAccount signing key (a controller-manager needs them). */
+  caKey: string;
+  saKey: string;
+  /** Per node name given to startControlPlane: the kubelet's token (user system:node:<name>). */
+  nodeTokens: Record<string, string>;
   pids(): { etcd?: number; apiserver?: number };
   /** One call as admin; PATCH bodies are JSON merge patches. */
   admin(method: string, path: string, body?: unknown): Promise<ApiResult>;
@@ -37,5 +42,9 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-export function startControlPlane(opts: { dir: string; log?: (message: string) => void; detached?: boolean }): Promise<ControlPlane>;
+export function startControlPlane(opts: {
+  dir: string; log?: (message: string) => void; detached?: boolean;
+  /** Cluster mode for real nodes of these names (see the file comment of controlplane.mjs). */
+  nodes?: string[];
+}): Promise<ControlPlane>;
 export function apiCall(server: string, caFile: string, token: string, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<ApiResult>;

@@ -5,8 +5,11 @@
 //   admin  — a static token in system:masters (tests set things up with it)
 //   agent  — ServiceAccount istio-system/podwire-agent bound to ClusterRole
 //            podwire-agent: exactly what the chart grants the node agent.
-// No kubelet, scheduler or controller-manager: tests play the kubelet.
-// Admission plugins that need those controllers (ServiceAccount) are off.
+// No kubelet, scheduler or controller-manager: tests play the kubelet, and
+// admission plugins that need those controllers (ServiceAccount) are off.
+// With `nodes` (scripts/kube/cluster.mjs, the real node): ServiceAccount
+// admission on, the Node authorizer and NodeRestriction, privileged pods
+// allowed, and a kubelet token per node name (user system:node:<name>).
 //
 //   const cp = await startControlPlane({ dir });  ...  await cp.stop();
 import { spawn, spawnSync } from 'node:child_process';
@@ -46,7 +49,8 @@ function makeCerts(dir) {
   openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=podwire-test-ca'], d);
   writeFileSync(join(d, 'server.ext'), [
     'basicConstraints=CA:FALSE', 'keyUsage=digitalSignature,keyEncipherment', 'extendedKeyUsage=serverAuth',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc', '',
+    // 10.96.0.1: the `kubernetes` Service's ClusterIP, how pods (and a real node) reach it.
+    'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc', '',
   ].join('\n'));
   openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=kube-apiserver'], d);
   openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext'], d);
@@ -159,7 +163,7 @@ async function stopProcess(child, graceMs = 5000) {
  * writes the kubeconfigs into `dir` (which it owns and removes on stop).
  * `detached`: the processes outlive this one (stop them by pid, see down.mjs).
  */
-export async function startControlPlane({ dir, log = () => undefined, detached = false } = {}) {
+export async function startControlPlane({ dir, log = () => undefined, detached = false, nodes } = {}) {
   if (!dir) throw new TypeError('startControlPlane: dir is required');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const bins = ensureBinaries({ log });
@@ -168,7 +172,11 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
   const etcdEndpoint = `http://127.0.0.1:${etcdPort}`;
   const server = `https://127.0.0.1:${apiPort}`;
   const adminToken = randomBytes(24).toString('hex');
-  writeFileSync(join(dir, 'tokens.csv'), `${adminToken},podwire-admin,podwire-admin,system:masters\n`, { mode: 0o600 });
+  const nodeTokens = Object.fromEntries((nodes ?? []).map((n) => [n, randomBytes(24).toString('hex')]));
+  writeFileSync(join(dir, 'tokens.csv'), [
+    `${adminToken},podwire-admin,podwire-admin,system:masters`,
+    ...Object.entries(nodeTokens).map(([n, t]) => `${t},system:node:${n},system:node:${n},system:nodes`),
+  ].join('\n') + '\n', { mode: 0o600 });
   const children = {};
   const etcdArgs = [
     '--name', 'podwire-test', '--data-dir', join(dir, 'etcd'),
@@ -180,10 +188,11 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
   const apiArgs = [
     '--etcd-servers', etcdEndpoint, '--bind-address', '127.0.0.1', '--advertise-address', '127.0.0.1',
     '--secure-port', String(apiPort), '--tls-cert-file', pki.cert, '--tls-private-key-file', pki.key,
-    '--token-auth-file', join(dir, 'tokens.csv'), '--authorization-mode', 'RBAC',
+    '--token-auth-file', join(dir, 'tokens.csv'), '--authorization-mode', nodes ? 'Node,RBAC' : 'RBAC',
     '--service-account-issuer', 'https://kubernetes.default.svc', '--service-account-key-file', pki.saPub,
     '--service-account-signing-key-file', pki.saKey, '--api-audiences', 'https://kubernetes.default.svc',
-    '--service-cluster-ip-range', '10.96.0.0/16', '--disable-admission-plugins', 'ServiceAccount',
+    '--service-cluster-ip-range', '10.96.0.0/16',
+    ...(nodes ? ['--enable-admission-plugins', 'NodeRestriction', '--allow-privileged=true'] : ['--disable-admission-plugins', 'ServiceAccount']),
     '--cert-dir', join(dir, 'apiserver-certs'), '--profiling=false', '--v', '1',
   ];
   const admin = (method, path, body) => apiCall(server, pki.ca, adminToken, method, path, body);
@@ -203,7 +212,8 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
       return r.header !== undefined;
     }, 30_000, children.etcd);
     await startApiserver();
-    await setupRbac(admin);
+    // A cluster gets the agent's identity and roles from the chart (helm install), not from here.
+    if (!nodes) await setupRbac(admin);
   } catch (err) {
     const logs = ['etcd.log', 'kube-apiserver.log'].map((f) => { try { return `--- ${f}\n${readFileSync(join(dir, f), 'utf8').split('\n').slice(-15).join('\n')}`; } catch { return ''; } }).join('\n');
     await stop();
@@ -218,15 +228,15 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
     if (r.status !== 201) throw new Error(`TokenRequest: HTTP ${r.status} ${JSON.stringify(r.body)}`);
     return r.body.status.token;
   };
-  const agentToken = await newAgentToken();
-  writeAtomic(agentTokenFile, agentToken);
+  const agentToken = nodes ? '' : await newAgentToken();
+  if (!nodes) writeAtomic(agentTokenFile, agentToken);
   const adminKubeconfig = join(dir, 'admin.kubeconfig');
   const agentKubeconfig = join(dir, 'agent.kubeconfig');
   writeAtomic(adminKubeconfig, kubeconfig(server, pki.ca, 'podwire-admin', adminToken));
-  writeAtomic(agentKubeconfig, kubeconfig(server, pki.ca, AGENT_SERVICE_ACCOUNT, agentToken));
+  if (!nodes) writeAtomic(agentKubeconfig, kubeconfig(server, pki.ca, AGENT_SERVICE_ACCOUNT, agentToken));
 
   return {
-    dir, server, caFile: pki.ca, adminKubeconfig, agentKubeconfig, agentTokenFile, etcdEndpoint, adminToken,
+    dir, server, caFile: pki.ca, caKey: pki.ca.replace(/\.crt$/, '.key'), saKey: pki.saKey, adminKubeconfig, agentKubeconfig, agentTokenFile, etcdEndpoint, adminToken, nodeTokens,
     pids: () => ({ etcd: children.etcd?.pid, apiserver: children.apiserver?.pid }),
     admin,
     /** Writes a fresh agent token into agentTokenFile (as a kubelet rotating a projected token) and returns it. */

@@ -27,12 +27,15 @@
 // `mountNsRoot` (= `/proc/<pid>/root`).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, symlinkSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, symlinkSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CriClient, NamespaceMode, type PodSandboxConfigT } from './cri.js';
 import { pauseImage, type BuiltImage } from './oci-image.js';
 import { processAlive } from '../../lib/demo/leftovers.js';
+import { cgroupMounts, hidingPlan, hidingScript, removeCgroupTree, resolveUnder, shq } from '../../scripts/kube/host-isolation.mjs';
+
+export { cgroupMounts, hidingPlan, resolveUnder };
 import { Netns } from '../../lib/net/netns/netns.js';
 
 /** What startContainerd needs on the machine (root too). */
@@ -135,10 +138,6 @@ export interface Containerd {
 
 let seq = 0;
 
-function shq(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
 function toml(s: string): string {
   return JSON.stringify(s); // TOML basic strings take JSON's escapes for what we put there
 }
@@ -188,104 +187,12 @@ oom_score = 0
 `;
 }
 
-/** Nearest existing ancestor of a path that does not exist (the path itself when it exists). */
-function existingAncestor(p: string): string {
-  let cur = p;
-  while (!existsSync(cur)) cur = dirname(cur);
-  return cur;
-}
-
-/**
- * The mount steps that make every HIDDEN_HOST_PATHS entry an empty private dir:
- * `tmpfs` for those that exist, `privatize` (parent → set of child names made fresh)
- * for those that do not. Paths are resolved through the host's symlinks (/var/run → /run).
- */
-export function hidingPlan(paths = HIDDEN_HOST_PATHS): { tmpfs: string[]; privatize: Map<string, Set<string>> } {
-  const resolved = paths.map((p) => {
-    const anc = existingAncestor(p);
-    return join(realpathSync(anc), p.slice(anc.length));
-  });
-  const privatize = new Map<string, Set<string>>();
-  const tmpfs: string[] = [];
-  for (const p of resolved) {
-    if (existsSync(p)) continue;
-    const anc = existingAncestor(p);
-    const child = p.slice(anc.length + 1).split('/')[0]!;
-    if (!privatize.has(anc)) privatize.set(anc, new Set());
-    privatize.get(anc)!.add(child);
-  }
-  for (const p of resolved) {
-    if (!existsSync(p)) continue;
-    const parent = dirname(p);
-    if (privatize.has(parent)) privatize.get(parent)!.add(p.slice(parent.length + 1));
-    else if (![...privatize.keys()].some((a) => p.startsWith(`${a}/`))) tmpfs.push(p);
-  }
-  return { tmpfs, privatize };
-}
-
 /** start.sh: runs as pid 1 of the new pid namespace, in the new mount namespace. */
 function startScript(dir: string): string {
-  const { tmpfs, privatize: plan } = hidingPlan();
-  const privatize = [...plan].sort(([a], [b]) => a.length - b.length); // outer dirs first
   const lines = ['#!/bin/sh', '# pid 1 of containerd\'s pid namespace, in its private mount namespace (test/helpers/containerd.ts)', 'set -eu'];
-  let n = 0;
-  for (const [parent, fresh] of privatize) {
-    // A private tmpfs in place of `parent` that carries every host entry (bind mounts, symlinks
-    // copied) except `fresh`, which are new empty dirs: the host's `parent` is never written.
-    const stage = join(dir, 'stage', String(++n));
-    mkdirSync(stage, { recursive: true });
-    lines.push(
-      `stage=${shq(stage)}; parent=${shq(parent)}`,
-      'mount -t tmpfs -o mode=0755 pwt-ctrd "$stage"',
-      'chmod --reference="$parent" "$stage"',
-      'for e in "$parent"/* "$parent"/.[!.]* "$parent"/..?*; do',
-      '  [ -e "$e" ] || [ -L "$e" ] || continue',
-      '  n=${e##*/}',
-      `  case "$n" in ${[...fresh].map(shq).join('|')}) continue ;; esac`,
-      '  if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$stage/$n"',
-      '  elif [ -d "$e" ]; then mkdir "$stage/$n"; mount --rbind "$e" "$stage/$n"',
-      '  else : >"$stage/$n"; mount --bind "$e" "$stage/$n"; fi',
-      'done',
-      ...[...fresh].map((f) => `mkdir -m 0755 "$stage"/${shq(f)}`),
-      'mount --move "$stage" "$parent"',
-    );
-  }
-  for (const p of tmpfs) lines.push(`mount -t tmpfs -o mode=0755 pwt-ctrd ${shq(p)}`);
+  lines.push(...hidingScript(HIDDEN_HOST_PATHS, join(dir, 'stage'), 'pwt-ctrd'));
   lines.push(`exec tini -- containerd --config ${shq(join(dir, 'config.toml'))}`);
   return `${lines.join('\n')}\n`;
-}
-
-/**
- * `path` as seen from a process whose root is `root` (e.g. `/proc/<pid>/root`), resolved
- * the way that process would: an absolute symlink on the way (Debian's `/var/run → /run`)
- * restarts from `root`, never from ours. The result is openable from the host.
- */
-export function resolveUnder(root: string, path: string): string {
-  const todo = path.split('/').filter(Boolean);
-  const done: string[] = [];
-  for (let links = 0; todo.length;) {
-    const c = todo.shift()!;
-    if (c === '.') continue;
-    if (c === '..') {
-      done.pop();
-      continue;
-    }
-    const here = join(root, ...done, c);
-    let target: string | undefined;
-    try {
-      target = lstatSync(here).isSymbolicLink() ? readlinkSync(here) : undefined;
-    } catch {
-      target = undefined; // missing: keep the rest as given
-    }
-    if (target === undefined) {
-      done.push(c);
-      continue;
-    }
-    if (++links > 40) throw new Error(`too many symlinks resolving ${path} under ${root}`);
-    if (target.startsWith('/')) done.length = 0;
-    todo.unshift(...target.split('/').filter(Boolean));
-  }
-  return join(root, ...done);
 }
 
 
@@ -328,36 +235,6 @@ function hostPidOf(initPid: number, nsPid: number): number | undefined {
     }
   }
   return undefined;
-}
-
-/** Cgroup hierarchies mounted on this machine (v1 controllers, the named systemd one, v2). */
-export function cgroupMounts(): string[] {
-  const out: string[] = [];
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const parts = line.split(' ');
-    const sep = parts.indexOf('-');
-    if (sep < 0) continue;
-    const fstype = parts[sep + 1];
-    if (fstype === 'cgroup' || fstype === 'cgroup2') out.push(parts[4]!.replace(/\\040/g, ' '));
-  }
-  return out;
-}
-
-/** rmdir a cgroup tree depth-first (cgroup dirs only hold kernel files: rmdir is the way). */
-function removeCgroupTree(path: string): void {
-  let entries: string[] = [];
-  try {
-    entries = readdirSync(path, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-  } catch (err) {
-    if ((err as { code?: string }).code === 'ENOENT') return;
-    throw err;
-  }
-  for (const e of entries) removeCgroupTree(join(path, e));
-  try {
-    rmdirSync(path);
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'ENOENT') throw err;
-  }
 }
 
 async function sleep(ms: number): Promise<void> {

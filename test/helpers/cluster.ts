@@ -1,0 +1,92 @@
+// The real cluster for the end-to-end tests (scripts/kube/cluster.mjs): a control plane of its
+// own with a controller-manager and a scheduler, and real kubelet nodes, with the images the
+// tests run imported into every node's runtime: pause, busybox (the apps) and podwire's own
+// image (`npm run image`, rebuilt only when its inputs changed). Per node, a ztunnel stand-in
+// (ZtunnelPeer) in the test process holds the node's ZDS socket, as ztunnel's DaemonSet would.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startCluster, type Cluster } from '../../scripts/kube/cluster.mjs';
+import type { KubeNode } from '../../scripts/kube/node.mjs';
+import { busyboxImage, pauseImage, type BuiltImage } from './oci-image.js';
+import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
+
+const root = join(import.meta.dirname, '..', '..');
+const VERSION = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+export const PODWIRE_IMAGE = `localhost/podwire:${VERSION}`;
+export { BUSYBOX_REF } from './oci-image.js';
+
+/** podwire's image as an OCI archive (deploy/image/build.mjs --reuse: rebuilt when its inputs changed). */
+export function podwireImage(): BuiltImage {
+  const tarball = join(root, 'build', 'image', `podwire-${VERSION}.oci.tar`);
+  execFileSync(process.execPath, [join(root, 'deploy/image/build.mjs'), '--reuse', '--out', tarball, '--tag', PODWIRE_IMAGE], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 600_000 });
+  return { ref: PODWIRE_IMAGE, tarball };
+}
+
+export interface E2eCluster extends Cluster {
+  /** One ztunnel stand-in per node, by node name. */
+  ztunnels: Map<string, ZtunnelPeer>;
+  /** kubectl's stdout, parsed (`-o json` is added). */
+  getJson(args: string[]): any;
+  /** Every process of the node whose cgroup path names pod `uid`; the first is the sandbox's (lowest pid). */
+  podPids(uid: string): number[];
+  /** `/proc/<pid>/ns/net` of the pod's sandbox, as the host opens it. */
+  podNetnsPath(uid: string): string;
+  /** The node the pod runs on. */
+  nodeOf(nodeName: string): KubeNode;
+}
+
+/** Starts the cluster (`nodes` kubelets) with the images imported and a ZtunnelPeer per node. */
+export async function startE2eCluster(opts: { nodes?: number } = {}): Promise<E2eCluster> {
+  const pause = pauseImage();
+  const images = [pause, busyboxImage(), podwireImage()];
+  const dir = mkdtempSync(join(tmpdir(), `pwt-cluster-${process.pid}-`));
+  const cluster = await startCluster({
+    dir, nodes: opts.nodes ?? 2, images, sandboxImage: pause.ref, log: (m: string) => process.stderr.write(`${m}\n`),
+  });
+  const ztunnels = new Map<string, ZtunnelPeer>();
+  for (const n of cluster.nodes) {
+    ztunnels.set(n.name, new ZtunnelPeer({ path: join(n.dir, 'ztunnel', 'ztunnel.sock'), backoffMaxMs: 500 }).start());
+  }
+  const stop = cluster.stop;
+  const e2e: E2eCluster = {
+    ...cluster,
+    ztunnels,
+    getJson(args) {
+      return JSON.parse(cluster.kubectl([...args, '-o', 'json']).stdout);
+    },
+    podPids(uid) {
+      const mark = `pod${uid}`;
+      const underscored = `pod${uid.replace(/-/g, '_')}`;
+      const out: number[] = [];
+      for (const e of readdirSync('/proc')) {
+        if (!/^\d+$/.test(e)) continue;
+        try {
+          const cg = readFileSync(`/proc/${e}/cgroup`, 'utf8');
+          if (cg.includes(`/${mark}/`) || cg.includes(`/${underscored}/`)) out.push(Number(e));
+        } catch {
+          // gone
+        }
+      }
+      return out.sort((a, b) => a - b);
+    },
+    podNetnsPath(uid) {
+      const pids = e2e.podPids(uid);
+      if (!pids.length) throw new Error(`no process of pod ${uid} on any node`);
+      const path = `/proc/${pids[0]}/ns/net`;
+      readlinkSync(path);
+      return path;
+    },
+    nodeOf(nodeName) {
+      const n = cluster.nodes.find((x) => x.name === nodeName);
+      if (!n) throw new Error(`no node ${nodeName}`);
+      return n;
+    },
+    async stop() {
+      for (const z of ztunnels.values()) await z.stop().catch(() => undefined);
+      await stop();
+    },
+  };
+  return e2e;
+}
