@@ -15,6 +15,7 @@ import { SHIM_REQUEST_MAX_BYTES, startCniEndpoint, type CniEndpoint } from '../c
 import { openPodNetns, scanPodNetns, type ProcScanResult } from '../dataplane/proc-scan.js';
 import type { NetnsRef } from '../dataplane/netns-ref.js';
 import { NodeDataplane } from '../dataplane/node.js';
+import type { Dataplane } from '../dataplane/dataplane.js';
 import type { PodInfo } from '../dataplane/types.js';
 import { KubeClient } from '../kube/client.js';
 import { loadCredentials } from '../kube/config.js';
@@ -46,6 +47,9 @@ import type { RepairConfig } from '../repair/config.js';
 import type { InstallConfig } from '../install/config.js';
 import { isResourceExhaustion } from '../util/resource-errors.js';
 import { sleep } from '../util/sleep.js';
+import { enrollFailureStage, PodStatusBook } from './pod-status.js';
+import { startStatusServer, type StatusServer } from './status-socket.js';
+import { statusSourcesOf } from './status-sources.js';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -133,6 +137,9 @@ export class Agent {
   repair: RepairController | undefined;
   /** `<run dir>/cni-decisions.json`, what podwire-cni reads while the agent is down (docs/cni.md). */
   decisions: DecisionFileWriter | undefined;
+  /** Per-pod facts for `podwire status` / `explain`, served on `<run dir>/status.sock`. */
+  readonly podStatus = new PodStatusBook();
+  statusServer: StatusServer | undefined;
   /** Rejects when something the agent cannot run without fails after start (the installer's loop): exit then. */
   readonly fatal: Promise<never>;
   private failFatal!: (err: unknown) => void;
@@ -218,6 +225,7 @@ export class Agent {
 
     this.node = await stage('host probe rules', () => this.startNode(choice.backend));
     this.bindZdsMetrics(this.node);
+    if (this.node.zds) this.podStatus.watchZds(this.node.zds.server);
 
     this.refusedNetns = this.nodeNetns();
     const policy = selectionPolicy(cfg);
@@ -258,6 +266,7 @@ export class Agent {
     }));
     this.log.info(`CNI plugin events on ${this.cni.socketPath}`);
     this.logSink = await stage('plugin log socket', () => startLogSink(cfg.cniAgentRunDir, this.logging.scope('cni-plugin')));
+    this.statusServer = await stage('status socket', () => startStatusServer({ runDir: cfg.cniAgentRunDir, sources: statusSourcesOf(this) }));
 
     await stage('informers', () => controller.sync());
     this.synced = true;
@@ -272,6 +281,8 @@ export class Agent {
         pods, dataplane: this.node.dataplane, procRoot: cfg.hostProcRoot, reconcileRules: cfg.reconcilePodRulesOnStartup, ownerExists: this.podExists(),
       });
       this.logSnapshot(this.snapshot);
+      const failed = new Set(this.snapshot.report.failed.map((f) => f.uid));
+      for (const e of this.node.dataplane.snapshot()) if (e.netns && !failed.has(e.pod.uid)) this.podStatus.verified(e.pod.uid, 'startup-snapshot');
     } catch (err) {
       // As upstream: a failed snapshot is logged, not fatal (the informers re-add pods).
       this.log.error(`startup snapshot failed: ${(err as Error).message}`);
@@ -286,11 +297,14 @@ export class Agent {
     controller.run();
     if (cfg.driftCheckIntervalMs > 0) {
       this.drift = new DriftCheck({
-        dataplane: this.node.dataplane,
+        dataplane: this.recordingDrift(this.node.dataplane),
         mesh: controller,  // a Running ambient pod the dataplane does not hold is drift too
         intervalMs: cfg.driftCheckIntervalMs,
         onDrift: (d) => this.reportDrift(d),
-        onRound: (r) => this.log.debug(`drift check: ${r.checked} pods checked, ${r.drifted.length} drifted, ${r.pruned.length} orphan probe entries pruned, ${r.durationMs.toFixed(1)} ms`),
+        onRound: (r) => {
+          this.podStatus.driftRound(r);
+          this.log.debug(`drift check: ${r.checked} pods checked, ${r.drifted.length} drifted, ${r.pruned.length} orphan probe entries pruned, ${r.durationMs.toFixed(1)} ms`);
+        },
         onError: (err) => this.log.warn(`drift check: ${(err as Error).message}`),
         // Probe entries of pods that no longer exist (deleted while no agent ran) go, snapshot complete or not.
         pruneOrphans: () => this.node!.dataplane.pruneOrphanProbes(this.podExists()),
@@ -376,6 +390,7 @@ export class Agent {
     await this.repair?.stop({ timeoutMs: 5000 }).catch((err: unknown) => this.log.warn(`stopping the repair controller: ${(err as Error).message}`));
     await this.cni?.close();
     await this.logSink?.close();
+    await this.statusServer?.close();
     this.decisions?.stop();  // the file stays: the shim reads it while no agent answers
     await this.stopController();
     let decision: CleanupDecision;
@@ -456,6 +471,7 @@ export class Agent {
     };
     try {
       const r = await drainDelQueue(this.config.cniAgentRunDir, handle);
+      this.metrics.queuedDels.inc(r.records);
       if (r.records || r.malformed.length) this.log.info(`queued CNI DELs: ${r.handled}/${r.records} handled, ${r.malformed.length} malformed removed`);
       if (r.skipped.length) this.log.warn(`queued CNI DELs: ${r.skipped.length} entries that are not regular files left in place: ${r.skipped.slice(0, 5).join(', ')}`);
       for (const f of r.failed) this.log.warn(`queued CNI DEL ${f.file} kept for the next start: ${f.error}`);
@@ -533,17 +549,41 @@ export class Agent {
     return {
       enroll: async (pod: PodInfo, o?: { netns?: NetnsRef; netnsPath?: string; signal?: AbortSignal; ifUnheld?: boolean }) => {
         const end = this.metrics.enrollDuration.startTimer({ backend });
-        const r = await dp.enroll(pod, o);
+        let r: Awaited<ReturnType<typeof dp.enroll>>;
+        try {
+          r = await dp.enroll(pod, o);
+        } catch (err) {
+          if (this.podStatus.enrollFailed(pod.uid, err)) this.metrics.enrollFailures.inc({ stage: enrollFailureStage(err) });
+          throw err;
+        }
         end();
+        if (!r.skipped) this.podStatus.verified(pod.uid, 'enrollment');
         return r;
       },
-      unenroll: (pod, o) => dp.unenroll(pod, o),
+      unenroll: async (pod, o) => {
+        const r = await dp.unenroll(pod, o);
+        if (!r.skipped) this.podStatus.forget(pod.uid);
+        return r;
+      },
       enrolled: (uid) => {
         const e = dp.cache.get(uid);
         return e && !e.leaving && e.netns && !e.netns.released ? e.pod : undefined;
       },
       // Any entry, placeholders and half-removed ones included: the controller re-enrolls a pod the dataplane lost.
       held: (uid) => dp.cache.get(uid)?.pod,
+    };
+  }
+
+  /** The dataplane as the drift check drives it: what each repair found goes into the pod status book. */
+  private recordingDrift(dp: Dataplane): Pick<Dataplane, 'snapshot' | 'repair' | 'probeEntries'> {
+    return {
+      snapshot: () => dp.snapshot(),
+      probeEntries: () => dp.probeEntries(),
+      repair: async (uid, o) => {
+        const r = await dp.repair(uid, o);
+        if (r.checked) this.podStatus.checked(uid, r);
+        return r;
+      },
     };
   }
 

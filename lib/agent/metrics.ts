@@ -22,6 +22,8 @@ export const BACKENDS = ['iptables', 'nftables'] as const;
 export const INFORMER_RESOURCES = ['pods', 'namespaces'] as const;
 /** `podwire_zds_{acks,nacks}_total{type}` values: the ZDS request the ack answered. */
 export const ZDS_REQUEST_TYPES = ['add', 'keep', 'del', 'snapshot_sent'] as const;
+/** `podwire_enroll_failures_total{stage}` values: the enrollment stage that failed (lib/dataplane/errors.ts EnrollStage, plus `unknown`). */
+export const ENROLL_FAILURE_STAGES = ['input', 'netns', 'rules', 'ztunnel', 'probe-set', 'unknown'] as const;
 
 export type PluginResponseCode = (typeof PLUGIN_RESPONSE_CODES)[number];
 export type ReconcileEventType = (typeof RECONCILE_EVENT_TYPES)[number];
@@ -52,6 +54,8 @@ export const METRIC_DEFINITIONS = {
   podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
   podwire_install_revert_loops_total: { type: 'counter', labels: [] },
   podwire_backend_info: { type: 'gauge', labels: ['backend', 'iptables_variant'] },
+  podwire_enroll_failures_total: { type: 'counter', labels: ['stage'] },
+  podwire_cni_queued_dels_total: { type: 'counter', labels: [] },
 } as const satisfies Record<string, { type: 'counter' | 'gauge' | 'histogram'; labels: readonly string[] }>;
 
 export type MetricName = keyof typeof METRIC_DEFINITIONS;
@@ -91,6 +95,10 @@ export interface AgentMetrics {
   readonly installRevertLoops: Counter;
   /** `podwire_backend_info{backend,iptables_variant}`: 1 for the backend chosen at start (variant `legacy`/`nft`, `none` with nftables), the others 0. */
   readonly backendInfo: Gauge<'backend' | 'iptables_variant'>;
+  /** `podwire_enroll_failures_total{stage}`: enrollments that failed (aborted ones, cancelled by their caller, are not counted). */
+  readonly enrollFailures: Counter<'stage'>;
+  /** `podwire_cni_queued_dels_total`: DELs the plugin queued while no agent answered (its fallback), found at start. */
+  readonly queuedDels: Counter;
   /** Values read at every scrape; a later call replaces earlier sources. */
   bind(sources: MetricSources): void;
 }
@@ -162,6 +170,8 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
     zdsNacks: counter('podwire_zds_nacks_total', 'ZDS requests refused by ztunnel (ack with an error), by request type', ['type']),
     installRevertLoops: counter('podwire_install_revert_loops_total', 'Times another component kept reverting the CNI installation (more than 5 reinstalls in a row)', []),
     backendInfo: new Gauge({ name: 'podwire_backend_info', help: 'The redirection backend chosen at start (1), and its iptables variant', labelNames: ['backend', 'iptables_variant'], registers }),
+    enrollFailures: counter('podwire_enroll_failures_total', 'Pod enrollments that failed, by the stage that failed', ['stage']),
+    queuedDels: counter('podwire_cni_queued_dels_total', 'CNI DELs the plugin queued on the node while no agent answered, applied at the next start', []),
     bind(s: MetricSources) {
       sources = s;
     },
@@ -181,6 +191,8 @@ export function createAgentMetrics(opts: AgentMetricsOptions = {}): AgentMetrics
     m.zdsNacks.inc({ type }, 0);
   }
   for (const [backend, variant] of [['iptables', 'legacy'], ['iptables', 'nft'], ['nftables', 'none']] as const) m.backendInfo.set({ backend, iptables_variant: variant }, 0);
+  for (const stage of ENROLL_FAILURE_STAGES) m.enrollFailures.inc({ stage }, 0);
+  m.queuedDels.inc(0);
   m.installReady.set(0);
   m.ztunnelConnected.set(0);
   m.podsEnrolled.set(0);

@@ -14,11 +14,13 @@ const COMMANDS: Record<string, { load: () => Promise<{ command: Command }>; summ
   agent: { load: () => import('./agent.js'), summary: 'run the ambient node agent (Istio CNI compatible) until SIGTERM' },
   cleanup: { load: () => import('./cleanup.js'), summary: 'remove what a killed demo (or test run) left behind: netns, mounts, temp dirs' },
   demo: { load: () => import('./demo.js'), summary: 'a whole mesh node on this machine, proven with real traffic' },
+  explain: { load: () => import('./explain.js'), summary: 'why a pod of this node is or is not in the mesh, and what to do' },
   install: { load: () => import('./install.js'), summary: 'print what the CNI installer would write: the merged conflist or the plugin entry' },
   inspect: { load: () => import('./inspect.js'), summary: 'links, addresses, routes and policy rules of a netns' },
   ipset: { load: () => import('./ipset.js'), summary: 'create, fill, list and save ipsets of a netns (netlink)' },
   nft: { load: () => import('./nft.js'), summary: 'apply nft scripts inside a netns and list its ruleset' },
   rules: { load: () => import('./rules.js'), summary: 'render, apply, verify or remove Istio redirection rules' },
+  status: { load: () => import('./status.js'), summary: 'what the node agent on this node holds: readiness, backend, ztunnel, every pod' },
   'ztunnel-sim': { load: () => import('./ztunnel-sim.js'), summary: 'a ztunnel-like ZDS peer for nodes without ztunnel' },
 };
 

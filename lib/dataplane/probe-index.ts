@@ -36,6 +36,11 @@ export class ProbeIndex {
     return this.owners.size;
   }
 
+  /** The IPs recorded for `uid` (what `podwire status` shows as its probe-set entries). */
+  ipsOf(uid: string): string[] {
+    return [...(this.byUid.get(uid) ?? [])];
+  }
+
   /**
    * Replaces the index with the kernel's entries (agent start, reconcile).
    * IPs written meanwhile keep what their writer recorded. Returns the

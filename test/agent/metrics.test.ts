@@ -208,6 +208,8 @@ const EXPECTED: Record<string, { type: MetricType; labels: string[] }> = {
   podwire_zds_nacks_total: { type: 'counter', labels: ['type'] },
   podwire_install_revert_loops_total: { type: 'counter', labels: [] },
   podwire_backend_info: { type: 'gauge', labels: ['backend', 'iptables_variant'] },
+  podwire_enroll_failures_total: { type: 'counter', labels: ['stage'] },
+  podwire_cni_queued_dels_total: { type: 'counter', labels: [] },
 };
 
 describe('the strict text-format parser', () => {
