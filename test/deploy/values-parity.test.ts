@@ -9,9 +9,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dumpYaml, loadYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { CHART_DIR, Helm, HelmError } from '../helpers/helm.js';
 import { leafPaths, upstreamChartDir, upstreamProfiles, upstreamValues } from '../helpers/istio-chart.js';
+import { adminClient, describeKube, freshNamespace, kubeEnv } from '../helpers/kube.js';
 
 type Obj = Record<string, any>;
 let helm: Helm;
@@ -163,6 +164,20 @@ function schemaAt(path: string): Obj | undefined {
 const REFUSAL = '^$|$^ refused by podwire: ';
 const refusalOf = (path: string) => { const p = schemaAt(path)?.pattern; return typeof p === 'string' && p.startsWith(REFUSAL) ? p.slice(REFUSAL.length) : undefined; };
 
+/** An operator's istio-cni values file: ambient, custom CNI dirs, exclusions, resources, tolerations, annotations, privileged, repair, logging. */
+const OPERATOR_FILE = {
+  cniBinDir: '/opt/custom/cni/bin', cniConfDir: '/etc/custom/cni/net.d',
+  excludeNamespaces: ['kube-system', 'monitoring', 'infra'],
+  resources: { requests: { cpu: '200m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+  tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' }, { key: 'CriticalAddonsOnly', operator: 'Exists' }],
+  podAnnotations: { 'cluster-autoscaler.kubernetes.io/safe-to-evict': 'false' },
+  privileged: true,
+  ambient: { enabled: true, shareHostNetworkNamespace: true, dnsCapture: false, reconcileIptablesOnStartup: true },
+  repair: { enabled: true, repairPods: false, deletePods: true, brokenPodLabelKey: 'example.com/cni-broken' },
+  logging: { level: 'cni-agent:debug' },
+  global: { hub: 'registry.example/istio', tag: '1.29.0', logAsJson: true },
+};
+
 const BASE = { ambient: { enabled: true } };
 const defaults = () => upstreamValues()._internal_defaults_do_not_set as Obj;
 const upstreamKeys = () => leafPaths(defaults(), WHOLE);
@@ -222,18 +237,7 @@ describe('values parity with upstream\'s istio-cni chart (istio.io/istio module)
   });
 
   it('a realistic operator file renders the DaemonSet upstream\'s chart renders, plus privileged', async () => {
-    const file = {
-      cniBinDir: '/opt/custom/cni/bin', cniConfDir: '/etc/custom/cni/net.d',
-      excludeNamespaces: ['kube-system', 'monitoring', 'infra'],
-      resources: { requests: { cpu: '200m', memory: '128Mi' }, limits: { memory: '512Mi' } },
-      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' }, { key: 'CriticalAddonsOnly', operator: 'Exists' }],
-      podAnnotations: { 'cluster-autoscaler.kubernetes.io/safe-to-evict': 'false' },
-      privileged: true,
-      ambient: { enabled: true, shareHostNetworkNamespace: true, dnsCapture: false, reconcileIptablesOnStartup: true },
-      repair: { enabled: true, repairPods: false, deletePods: true, brokenPodLabelKey: 'example.com/cni-broken' },
-      logging: { level: 'cni-agent:debug' },
-      global: { hub: 'registry.example/istio', tag: '1.29.0', logAsJson: true },
-    };
+    const file = OPERATOR_FILE;
     const [up, ours] = await Promise.all([render(upstreamDir, file), render(CHART_DIR, file)]);
     const u = view(up);
     const o = view(ours);
@@ -318,5 +322,38 @@ describe('profiles and platforms as upstream has them', () => {
     }
     // A value the operator sets wins over the platform's.
     expect(view(await render(CHART_DIR, { platform, cniConfDir: '/etc/mine' })).confDir).toBe('/etc/mine');
+  });
+});
+
+describeKube('the operator file through helm install on the test kube-apiserver', () => {
+  it('installs, and the DaemonSet the API server stores is the one rendered', async () => {
+    const admin = adminClient();
+    const ns = await freshNamespace(admin);
+    const name = `pwt-${process.pid}-parity`;
+    const kubeconfig = kubeEnv().adminKubeconfig;
+    let installed = false;
+    onTestFinished(async () => { if (installed) await helm.run(['uninstall', name, '--namespace', ns], { kubeconfig, timeoutMs: 60_000 }); });
+    // The test apiserver runs without --allow-privileged: privileged=true reaches it and is refused there.
+    const refused = await helm.run(['install', name, CHART_DIR, '--namespace', ns, '-f', helm.valuesFile(OPERATOR_FILE)], { kubeconfig, timeoutMs: 60_000 }).catch((e: HelmError) => e);
+    expect(refused).toBeInstanceOf(HelmError);
+    expect((refused as HelmError).stderr).toContain('securityContext.privileged');
+    await helm.run(['uninstall', name, '--namespace', ns], { kubeconfig, timeoutMs: 60_000 }).catch(() => undefined);
+    const file = { ...OPERATOR_FILE, privileged: false };
+    await helm.run(['install', name, CHART_DIR, '--namespace', ns, '-f', helm.valuesFile(file)], { kubeconfig, timeoutMs: 60_000 });
+    installed = true;
+    const ds = await admin.apps.readNamespacedDaemonSet({ namespace: ns, name: 'istio-cni-node' });
+    const rendered = view(await helm.run(['template', name, CHART_DIR, '--namespace', ns, '-f', helm.valuesFile(file)])
+      .then(({ stdout }) => (loadAll(stdout) as unknown[]).filter((o): o is Obj => o !== null && typeof o === 'object')));
+    const pod = ds.spec!.template.spec!;
+    const c = pod.containers[0]!;
+    expect(pod.volumes!.find((v) => v.name === 'cni-bin-dir')?.hostPath?.path).toBe(rendered.binDir);
+    expect(pod.volumes!.find((v) => v.name === 'cni-net-dir')?.hostPath?.path).toBe('/etc/custom/cni/net.d');
+    expect(c.securityContext?.privileged).toBe(false);
+    expect(c.securityContext?.capabilities?.add).toEqual(['NET_ADMIN', 'SYS_ADMIN', 'SYS_PTRACE', 'NET_RAW']);
+    expect(c.resources).toEqual(OPERATOR_FILE.resources);
+    expect(pod.tolerations).toEqual(expect.arrayContaining(OPERATOR_FILE.tolerations.map((t) => expect.objectContaining(t))));
+    expect(ds.spec!.template.metadata!.annotations).toMatchObject(OPERATOR_FILE.podAnnotations);
+    const cm = await admin.core.readNamespacedConfigMap({ namespace: ns, name: 'istio-cni-config' });
+    expect(cm.data).toMatchObject({ EXCLUDE_NAMESPACES: 'kube-system,monitoring,infra', AMBIENT_DNS_CAPTURE: 'false', REPAIR_DELETE_PODS: 'true', REPAIR_REPAIR_PODS: 'false' });
   });
 });
