@@ -28,8 +28,14 @@
 // upstream's executeCommands applies only on a delta), RECONCILE_CONCURRENCY
 // pods at once as in bench/reconcile.ts (upstream loops one pod at a time).
 //
-//   npm run bench:agent -- [--pods 1000] [--runs 3] [--label-pods 100] [--flush 5] [--node-flags='...']
-//   (--node-flags: extra Node/V8 flags for the agent processes, e.g. --max-semi-space-size=1)
+// Upstream's own agent (install-cni, Go, built from the istio.io/istio module: bench/lib/istio-agent.ts),
+// in the same run on a third node built the same way, when Go can build it: its RSS idle, after
+// the first namespace and after all pods, new process → ready (its :8000/readyz) at start and
+// after each restart (SIGKILL, so nothing is cleaned up), and label → enabled.
+//
+//   npm run bench:agent -- [--pods 1000] [--runs 3] [--label-pods 100] [--flush 5] [--node-flags='...'] [--upstream auto|off] [--out agent]
+//   (--node-flags: extra Node/V8 flags for the agent processes, e.g. --max-semi-space-size=1;
+//    --out: results file name in bench/results, default agent)
 //   (or: npm run bench -- agent [--pods N] ...)
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -38,7 +44,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { PatchStrategy, type V1Pod } from '@kubernetes/client-node';
+// Types only: the agent child must load what `podwire agent` loads, and client-node is not part of it.
+import type { V1Pod } from '@kubernetes/client-node';
 import { AmbientController, podIps } from '../lib/ambient/controller.js';
 import { openPodNetns, scanPodNetns } from '../lib/dataplane/proc-scan.js';
 import { Agent } from '../lib/agent/agent.js';
@@ -54,6 +61,7 @@ import { KubeClient } from '../lib/kube/client.js';
 import { loadKubeconfig } from '../lib/kube/config.js';
 import type { Informer } from '../lib/kube/informer.js';
 import { patchPodStatus } from '../lib/kube/pods.js';
+import { MERGE_PATCH } from '../lib/kube/rest.js';
 import { podInformer } from '../lib/kube/resources.js';
 import { REDIRECTION_ANNOTATION } from '../lib/mesh/constants.js';
 import { Netns } from '../lib/net/netns/netns.js';
@@ -61,6 +69,7 @@ import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
 import { inpodRules } from '../lib/redirect/inpod.js';
 import { mapLimit } from '../lib/util/limit.js';
 import { IstioStyleRules } from './lib/istio-style.js';
+import { ensureIstioAgent, startUpstreamAgent, type UpstreamAgent } from './lib/istio-agent.js';
 import { writeResults, type Series } from './lib/report.js';
 
 const mb = (b: number) => Math.round(b / 1e5) / 10;
@@ -468,7 +477,7 @@ class EnabledWatch {
 async function labelNamespace(admin: KubeClient, name: string): Promise<void> {
   await admin.call({ verb: 'patch', resource: 'namespaces', name },
     (o) => admin.core.patchNamespace({ name, body: { metadata: { labels: { 'istio.io/dataplane-mode': 'ambient' } } } }, o),
-    { contentType: PatchStrategy.MergePatch });
+    { contentType: MERGE_PATCH });
 }
 
 /** Each pod's `nft -a list ruleset` (rule handles included). */
@@ -516,7 +525,11 @@ interface SideResult {
   label: { first: { pods: number; ms: number }; rest?: { pods: number; ms: number } };
   restarts: Array<{ startMs: number; spawnToReadyMs: number; marks: Record<string, number>; snapshot: SnapshotSummary; zdsMs: number; mem?: MemSample }>;
   memIdle?: MemSample;
+  /** After the first namespace (labelPods pods). */
+  memFirst?: MemSample;
   memEnrolled?: MemSample;
+  /** The first agent's spawn → ready (no pod enrolled yet), ms. */
+  firstSpawnToReadyMs?: number;
   rulesUnchanged?: { same: number; of: number };
   drift?: { clean: Array<{ checked: number; durationMs: number; drifted: number }>; flushed: Array<{ checked: number; durationMs: number; drifted: number; repaired: number; parts: string[] }>; after: { drifted: number } };
   buildS: number;
@@ -558,7 +571,8 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
 
     await settle();
     agent = await AgentProc.start(await spec(), opts.children, opts.nodeFlags);
-    log(`first agent ready in ${agent.ready.startMs.toFixed(0)} ms (no pods enrolled)`);
+    out.firstSpawnToReadyMs = agent.spawnToReadyMs;
+    log(`first agent ready in ${agent.ready.startMs.toFixed(0)} ms (no pods enrolled; spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms)`);
     // Enrollment needs a ztunnel: label only once the peer has connected and taken the (empty) snapshot.
     for (const end = Date.now() + 30_000; !peer.ready; await sleep(5)) {
       if (Date.now() > end) throw new Error('the ztunnel peer did not connect to the agent within 30 s');
@@ -572,6 +586,7 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
       const last = await watch.all(uids, 180_000);
       out.label[key] = { pods: count, ms: last - t0 };
       log(`label → ${count} pods enabled: ${(last - t0).toFixed(0)} ms (${((last - t0) / count).toFixed(2)} ms per pod)`);
+      if (mode === 'podwire' && key === 'first') out.memFirst = await agent.call<MemSample>('mem');
     }
     for (const end = Date.now() + 60_000; peer.active.size < opts.pods; await sleep(10)) {
       if (Date.now() > end) throw new Error(`ztunnel peer holds ${peer.active.size} of ${opts.pods} pods`);
@@ -631,10 +646,100 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
   }
 }
 
+interface UpstreamMem { rssMb: number; peakRssMb: number; threads: number }
+interface UpstreamResult {
+  available: boolean;
+  why?: string;
+  firstSpawnToReadyMs?: number;
+  memIdle?: UpstreamMem;
+  memFirst?: UpstreamMem;
+  memEnrolled?: UpstreamMem;
+  label?: { first: { pods: number; ms: number }; rest?: { pods: number; ms: number } };
+  restarts?: Array<{ spawnToReadyMs: number; zdsMs: number; mem: UpstreamMem }>;
+}
+
+/** Upstream's agent on a third node: memory idle/first namespace/all pods, label → enabled, restarts (SIGKILL). */
+async function upstreamSide(opts: { root: string; admin: KubeClient; cluster: { server: string; caFile: string; agentTokenFile: string }; pods: number; labelPods: number; runs: number }): Promise<UpstreamResult> {
+  const log = (m: string) => console.log(`[upstream] ${m}`);
+  const bins = ensureIstioAgent({ log });
+  if (!bins.agent || !bins.plugin) {
+    log(`skipped: upstream's agent is not available (${bins.why})`);
+    return { available: false, why: bins.why! };
+  }
+  const { ZtunnelPeer } = await import('../lib/testing/ztunnel-peer.js');
+  const node = new BenchNode('c', opts.root, opts.admin);
+  const first = `${node.name}-ns1`;
+  const rest = `${node.name}-ns2`;
+  const restCount = opts.pods - opts.labelPods;
+  let watch: EnabledWatch | undefined;
+  let peer: InstanceType<typeof ZtunnelPeer> | undefined;
+  let agent: UpstreamAgent | undefined;
+  try {
+    await node.build(restCount > 0 ? [[first, opts.labelPods], [rest, restCount]] : [[first, opts.labelPods]]);
+    log(`node with ${opts.pods} pods built`);
+    watch = new EnabledWatch(opts.admin, node.name);
+    await watch.start();
+    peer = new ZtunnelPeer({ path: node.zdsPath, listeners: false, backoffInitialMs: 20, backoffMaxMs: 100, maxLogEntries: 0, maxCaptures: 0 }).start();
+    const up = { name: node.name, procRoot: node.procRoot, zdsPath: node.zdsPath, dir: node.dir };
+    const start = () => startUpstreamAgent(up, opts.cluster, { agent: bins.agent!, plugin: bins.plugin! }, { AMBIENT_RECONCILE_POD_RULES_ON_STARTUP: 'true' });
+    const out: UpstreamResult = { available: true, restarts: [] };
+    await settle();
+    agent = await start();
+    out.firstSpawnToReadyMs = ms1(agent.spawnToReadyMs);
+    log(`first agent ready: spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms (no pods enrolled)`);
+    for (const end = Date.now() + 30_000; !peer.ready; await sleep(5)) {
+      if (Date.now() > end) throw new Error('the ztunnel peer did not connect to upstream\'s agent within 30 s');
+    }
+    await sleep(1000);
+    out.memIdle = agent.mem();
+    out.label = { first: { pods: opts.labelPods, ms: 0 } };
+    for (const [ns, count, key] of [[first, opts.labelPods, 'first'], [rest, restCount, 'rest']] as const) {
+      if (count === 0) continue;
+      const uids = node.pods.filter((p) => p.namespace === ns).map((p) => p.k8sUid);
+      const t0 = performance.now();
+      await labelNamespace(opts.admin, ns);
+      const last = await watch.all(uids, 600_000);
+      out.label[key] = { pods: count, ms: last - t0 };
+      log(`label → ${count} pods enabled: ${(last - t0).toFixed(0)} ms (${((last - t0) / count).toFixed(2)} ms per pod)`);
+      if (key === 'first') out.memFirst = agent.mem();
+    }
+    for (const end = Date.now() + 60_000; peer.activeCount < opts.pods; await sleep(10)) {
+      if (Date.now() > end) throw new Error(`ztunnel peer holds ${peer.activeCount} of ${opts.pods} pods`);
+    }
+    out.memEnrolled = agent.mem();
+    log(`RSS idle ${out.memIdle.rssMb} MB, after ${opts.labelPods} pods ${out.memFirst?.rssMb} MB, after ${opts.pods} pods ${out.memEnrolled.rssMb} MB`);
+    await agent.kill();
+    agent = undefined;
+    for (let r = 0; r < opts.runs; r++) {
+      await settle();
+      const connects = peer.counters.connects;
+      agent = await start();
+      const readyAt = performance.now();
+      let zdsMs = NaN;
+      // The new agent's ZDS snapshot: the peer has connected again and holds every pod.
+      for (const end = Date.now() + 120_000; Date.now() < end; await sleep(5)) {
+        if (peer.counters.connects > connects && peer.ready && peer.activeCount >= opts.pods) { zdsMs = ms1(performance.now() - readyAt); break; }
+      }
+      await sleep(1000);
+      const mem = agent.mem();
+      out.restarts!.push({ spawnToReadyMs: ms1(agent.spawnToReadyMs), zdsMs, mem });
+      log(`restart ${r + 1}: spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms, ztunnel has all ${zdsMs} ms after ready, RSS ${mem.rssMb} MB`);
+      await agent.kill();
+      agent = undefined;
+    }
+    return out;
+  } finally {
+    await agent?.kill();
+    await peer?.stop();
+    await watch?.stop();
+    await node.teardown();
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' } },
+    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' }, upstream: { type: 'string', default: 'auto' }, out: { type: 'string', default: 'agent' } },
     strict: true,
   });
   const int = (k: string, v: string, min: number) => {
@@ -648,6 +753,9 @@ async function main(): Promise<void> {
   const flush = Math.min(pods, int('flush', values.flush!, 1));
   // Extra Node/V8 flags for the agent processes (e.g. --max-semi-space-size=1), recorded in the results.
   const nodeFlags = values['node-flags']!.split(/\s+/).filter(Boolean);
+  if (!['auto', 'off'].includes(values.upstream!)) throw new Error(`--upstream must be auto or off, got ${values.upstream}`);
+  const outName = values.out!;
+  if (!/^agent[a-z0-9-]*$/.test(outName)) throw new Error(`--out must be agent or agent-<suffix>, got ${outName}`);
 
   const { startControlPlane } = await import(new URL('../../scripts/kube/controlplane.mjs', import.meta.url).href) as typeof import('../scripts/kube/controlplane.mjs');
   const root = mkdtempSync(join(tmpdir(), 'pwt-bench-agent-'));
@@ -660,6 +768,8 @@ async function main(): Promise<void> {
     const o = { root, admin, kubeconfig: cp.agentKubeconfig, pods, labelPods, runs, flush, nodeFlags, children };
     const pw = await side('podwire', o);
     const is = await side('istio', o);
+    const upstream: UpstreamResult = values.upstream === 'off' ? { available: false, why: '--upstream off' }
+      : await upstreamSide({ root, admin, cluster: { server: cp.server, caFile: cp.caFile, agentTokenFile: cp.agentTokenFile }, pods, labelPods, runs });
     const parentRss = mb(process.memoryUsage().rss);
 
     const us = (xs: number[]) => xs.map((x) => x * 1000);
@@ -698,10 +808,31 @@ async function main(): Promise<void> {
       [`Istio-style / podwire label → ${labelPods} pods enabled`]: [`Istio-style: label → ${labelPods} pods enabled`, `podwire: label → ${labelPods} pods enabled`],
     };
     if (pods > labelPods) ratios[`Istio-style / podwire label → ${pods - labelPods} more pods enabled`] = [`Istio-style: label → ${pods - labelPods} more pods enabled`, `podwire: label → ${pods - labelPods} more pods enabled`];
-    writeResults('agent', `Node agent, ${pods} pods (nftables, dual stack): restart, enrollment by label, drift check`, series, ratios);
+    // New process → ready (Node or Go runtime, imports, start), podwire and upstream's own agent.
+    series.push(
+      { label: 'podwire: new process → ready (no pods)', samples: [pw.firstSpawnToReadyMs! * 1000], notes: { pods: 0 } },
+      { label: `podwire: new process → ready (${pods} pods)`, samples: us(pw.restarts.map((x) => x.spawnToReadyMs)), notes: { pods } },
+    );
+    if (upstream.available) {
+      const ur = upstream.restarts!;
+      series.push(
+        { label: 'upstream agent: new process → ready (no pods)', samples: [upstream.firstSpawnToReadyMs! * 1000], notes: { pods: 0 } },
+        { label: `upstream agent: new process → ready (${pods} pods)`, samples: us(ur.map((x) => x.spawnToReadyMs)), notes: { pods, ztunnelHasAllAfterReadyMs: ur.map((x) => x.zdsMs), rssAfterRestartMb: ur.map((x) => x.mem.rssMb) } },
+      );
+      const ul = upstream.label!;
+      series.push({ label: `upstream agent: label → ${ul.first.pods} pods enabled`, samples: [ul.first.ms * 1000], notes: { pods: ul.first.pods, perPodMs: Math.round((ul.first.ms / ul.first.pods) * 100) / 100 } });
+      if (ul.rest) series.push({ label: `upstream agent: label → ${ul.rest.pods} more pods enabled`, samples: [ul.rest.ms * 1000], notes: { pods: ul.rest.pods, perPodMs: Math.round((ul.rest.ms / ul.rest.pods) * 100) / 100 } });
+      ratios['upstream / podwire new process → ready (no pods)'] = ['upstream agent: new process → ready (no pods)', 'podwire: new process → ready (no pods)'];
+      ratios[`upstream / podwire new process → ready (${pods} pods)`] = [`upstream agent: new process → ready (${pods} pods)`, `podwire: new process → ready (${pods} pods)`];
+      ratios[`upstream / podwire label → ${labelPods} pods enabled`] = [`upstream agent: label → ${labelPods} pods enabled`, `podwire: label → ${labelPods} pods enabled`];
+      if (ul.rest) ratios[`upstream / podwire label → ${ul.rest.pods} more pods enabled`] = [`upstream agent: label → ${ul.rest.pods} more pods enabled`, `podwire: label → ${ul.rest.pods} more pods enabled`];
+    } else {
+      console.log(`upstream's agent: not in this run (${upstream.why})`);
+    }
+    writeResults(outName, `Node agent, ${pods} pods (nftables, dual stack): restart, enrollment by label, drift check`, series, ratios);
 
     // The goals and the memory figures, next to the standard fields.
-    const file = fileURLToPath(new URL('../../bench/results/agent.json', import.meta.url));
+    const file = fileURLToPath(new URL(`../../bench/results/${outName}.json`, import.meta.url));
     const doc = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
     const restartMed = median(pw.restarts.map((x) => x.startMs));
     const rss = pw.memEnrolled!;
@@ -711,15 +842,30 @@ async function main(): Promise<void> {
       rulesUnchanged: pw.rulesUnchanged,
       snapshotRepaired: pw.restarts.map((x) => x.snapshot.repaired),
     };
+    // Issue #25's goals (medians; upstream's agent in the same run when available).
+    const afterRestart = median(pw.restarts.map((x) => x.mem!.rssMb));
+    const spawnMed = median(pw.restarts.map((x) => x.spawnToReadyMs));
+    const upSpawnMed = upstream.available ? median(upstream.restarts!.map((x) => x.spawnToReadyMs)) : undefined;
+    doc.goals = {
+      idleRss: { goalMb: 70, rssMb: pw.memIdle!.rssMb, met: pw.memIdle!.rssMb <= 70 },
+      rssAtLabelPods: { pods: labelPods, rssMb: pw.memFirst?.rssMb, upstreamRssMb: upstream.memFirst?.rssMb, met: upstream.memFirst ? pw.memFirst!.rssMb <= upstream.memFirst.rssMb : undefined },
+      rssEnrolled: { goalMb: 100, pods, rssMb: rss.rssMb, upstreamRssMb: upstream.memEnrolled?.rssMb, met: rss.rssMb <= 100 },
+      rssAfterRestart: { goalMb: 100, pods, medianRssMb: afterRestart, upstreamRssMb: upstream.restarts?.map((x) => x.mem.rssMb), met: afterRestart <= 100 },
+      newProcessToReady: { pods, medianMs: ms1(spawnMed), upstreamMedianMs: upSpawnMed, met: upSpawnMed === undefined ? undefined : spawnMed <= upSpawnMed },
+      restartToReady: { goalMs: 1000, pods, medianMs: ms1(restartMed), met: restartMed <= 1000 },
+    };
     doc.memory = {
       note: 'the agent alone: a child process per agent (the ztunnel peer and the harness are in the bench process); RSS after two gc() calls, peak = VmHWM of that process',
-      agentIdleMb: pw.memIdle, agentEnrolledMb: pw.memEnrolled, agentAfterRestartMb: pw.restarts.map((x) => x.mem),
+      agentIdleMb: pw.memIdle, agentAfterLabelPodsMb: pw.memFirst, agentEnrolledMb: pw.memEnrolled, agentAfterRestartMb: pw.restarts.map((x) => x.mem),
+      upstream: upstream.available
+        ? { note: 'upstream\'s install-cni (Go): VmRSS/VmHWM of its process, no forced GC, sampled 1 s after the event', idleMb: upstream.memIdle, afterLabelPodsMb: upstream.memFirst, enrolledMb: upstream.memEnrolled, afterRestartMb: upstream.restarts!.map((x) => x.mem) }
+        : { skipped: upstream.why },
       benchProcessRssMb: parentRss,
     };
     const commit = (() => { try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { return undefined; } })();
     doc.setup = { commit, pods, labelPods, flush, runs, agentNodeFlags: ['--expose-gc', ...nodeFlags], buildSeconds: { podwire: ms1(pw.buildS), istio: ms1(is.buildS) } };
     writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
-    console.log(JSON.stringify({ checks: doc.checks, memory: doc.memory }, null, 2));
+    console.log(JSON.stringify({ checks: doc.checks, goals: doc.goals, memory: doc.memory }, null, 2));
   } finally {
     for (const c of children) c.kill('SIGKILL');
     admin?.close();
