@@ -10,6 +10,8 @@ import { dirname } from 'node:path';
 import { PatchStrategy } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { Agent } from '../../lib/agent/agent.js';
+import { parseAgentConfig } from '../../lib/agent/config.js';
+import { INSTALL_SETTINGS, parseInstallConfig } from '../../lib/install/config.js';
 import type { Explanation, NodeStatus, PodStatus } from '../../lib/agent/status.js';
 import { createLogging } from '../../lib/util/log.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
@@ -49,9 +51,10 @@ describeKube('podwire status / explain against the real agent', () => {
     const admin = adminClient();
     const ns = await freshNamespace(admin);
     cleanups.push(() => removeNamespace(admin, ns));
-    const config = await node.config({ AMBIENT_DRIFT_CHECK_INTERVAL: '1s' });
+    const env = await node.env({ AMBIENT_DRIFT_CHECK_INTERVAL: '1s' });
+    const config = parseAgentConfig(env, [], { foreign: INSTALL_SETTINGS });
     const agent = new Agent({
-      config, client: agentClient(), hostRuleRetryMs: 100,
+      config, install: parseInstallConfig(env), client: agentClient(), hostRuleRetryMs: 100,
       logging: createLogging({ levels: { default: 'info' }, json: true, sink: { write: () => undefined } }),
     });
     cleanups.push(() => agent.stop({ cleanup: true }));
@@ -89,7 +92,9 @@ describeKube('podwire status / explain against the real agent', () => {
     await until('the refused pod failed', () => agent.podStatus.get(refused.uid)?.lastFailure, 20_000);
 
     const s = await statusJson(socket);
-    expect(s).toMatchObject({ version: 1, node: node.name, ready: true, backend: { backend: 'nftables' }, install: { enabled: false } });
+    expect(s).toMatchObject({ version: 1, node: node.name, ready: true, backend: { backend: 'nftables' } });
+    // The installer ran: the plugin's entry is in the node's bridge conflist.
+    expect(s.install).toEqual({ enabled: true, ready: true, configPath: `${node.cniNetDir}/10-bridge.conflist` });
     expect(s.readiness.every((r) => r.met)).toBe(true);
     expect(s.readiness.map((r) => r.condition)).toEqual(['installed', 'informersSynced', 'snapshotReconciled', 'nodeUntainted']);
     expect(s.ztunnel.socket).toBe(node.zdsPath);
@@ -132,6 +137,7 @@ describeKube('podwire status / explain against the real agent', () => {
     expect(human.code).toBe(0);
     expect(human.out).toContain(`node ${node.name}: ready`);
     expect(human.out).toContain('backend: nftables');
+    expect(human.out).toContain(`install: ready, ${node.cniNetDir}/10-bridge.conflist`);
     expect(human.out).toMatch(new RegExp(`${ns}\\s+meshed\\s+enrolled\\s+selected \\(entry 1\\)`));
     expect(human.out).toMatch(new RegExp(`${ns}\\s+opted-out\\s+not-enrolled\\s+pod-not-selected`));
 
