@@ -25,9 +25,12 @@ export interface ResourceSpec<T extends KubernetesObject> {
 }
 
 /** One list page of a resource (inside KubeClient.call, which gives `options`). */
-export function listPage<T extends KubernetesObject>(client: KubeClient, spec: ResourceSpec<T>, q: ListQuery, options: RequestOptions): Promise<KubernetesListObject<T>> {
+export async function listPage<T extends KubernetesObject>(client: KubeClient, spec: ResourceSpec<T>, q: ListQuery, options: RequestOptions): Promise<KubernetesListObject<T>> {
   const { _continue, ...rest } = q;
-  return client.send({ method: 'GET', path: spec.path, query: { ...rest, continue: _continue }, kind: spec.kind, list: true }, options);
+  const page = await client.send<KubernetesListObject<T> & { metadata?: { continue?: string } }>({ method: 'GET', path: spec.path, query: { ...rest, continue: _continue }, kind: spec.kind, list: true }, options);
+  // The wire name is `continue`; client-node's model (the type callers see) calls it `_continue`.
+  if (page?.metadata && typeof page.metadata.continue === 'string') page.metadata._continue = page.metadata.continue;
+  return page;
 }
 
 export const PODS: ResourceSpec<V1Pod> = {

@@ -128,3 +128,30 @@ describe('one request', () => {
     expect(pod.metadata.creationTimestamp).toBeInstanceOf(Date);
   });
 });
+
+describe('list pages', () => {
+  it('an informer follows the `continue` token over every page (the wire name, not the model\'s _continue)', async () => {
+    const { podInformer } = await import('../../lib/kube/resources.js');
+    const pods = Array.from({ length: 5 }, (_, i) => ({ metadata: { name: `p${i}`, namespace: 'ns', uid: `u${i}`, resourceVersion: '10' } }));
+    const queries: string[] = [];
+    const c = await serve((req, res) => {
+      const u = new URL(req.url!, 'http://x');
+      if (u.searchParams.get('watch') === 'true') { res.writeHead(200); return; }
+      queries.push(u.search);
+      const from = Number(u.searchParams.get('continue') ?? 0);
+      const limit = Number(u.searchParams.get('limit'));
+      const next = from + limit < pods.length ? String(from + limit) : undefined;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'PodList', metadata: { resourceVersion: '10', ...(next ? { continue: next } : {}) }, items: pods.slice(from, from + limit) }));
+    });
+    const inf = podInformer(c, { nodeName: 'n1', pageSize: 2 });
+    try {
+      await inf.start().synced;
+      expect(inf.list().map((p) => p.metadata!.name).sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+      expect(queries).toHaveLength(3);
+      expect(new URLSearchParams(queries[0]).get('fieldSelector')).toBe('spec.nodeName=n1');
+    } finally {
+      await inf.stop();
+    }
+  });
+});
