@@ -164,6 +164,8 @@ describe.skipIf(!prerequisites())('the DaemonSet image in containerd', () => {
     expect(config.os).toBe('linux');
     expect(config.config).toMatchObject({ Entrypoint: ['/usr/local/bin/podwire'], Cmd: ['agent'], User: '0:0' });
     expect(config.config.Env).toContain('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
+    // The agent's measured memory settings (docs/benchmarks.md, "Agent memory").
+    expect(config.config.Env).toEqual(expect.arrayContaining(['NODE_OPTIONS=--max-semi-space-size=1', 'MALLOC_ARENA_MAX=2']));
     expect(config.config.Labels['org.opencontainers.image.version']).toBe(VERSION);
     // FROM scratch: no shell, no package manager, no dev dependencies.
     const files = spawnSync('tar', ['-tf', '-'], { input: fromArchive(archive, blob(manifest.layers[0]!.digest)), maxBuffer: 64 << 20, encoding: 'utf8' }).stdout.split('\n');
