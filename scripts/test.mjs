@@ -69,7 +69,7 @@ if (run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 
 // (scripts/kube/build.mjs); vitest's global setup starts the control plane. A failed
 // build is a failure, never a skip.
 console.log('> kube-apiserver, etcd and helm for the tests (cached after the first build)');
-if (run(process.execPath, [join(root, 'scripts/kube/build.mjs')], { capture: true }).status !== 0) {
+if (run(process.execPath, [join(root, 'scripts/kube/build.mjs'), ...(process.env.PODWIRE_E2E === '1' ? [] : ['--control-plane-only'])], { capture: true }).status !== 0) {
   console.log('> kube: building the control plane failed');
   process.env.PODWIRE_KUBE_BUILD_FAILED = '1';
 }

@@ -8,6 +8,7 @@
 // gets every restored pod. Stop: not ready → stop taking work → decide
 // whether this is an upgrade/reboot (keep everything) or an uninstall
 // (remove the host rule and sets) → release every netns fd.
+import { releaseAllPods } from './release-pods.js';
 import { existsSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
 import { AmbientController, podIps, type DataplaneLike } from '../ambient/controller.js';
@@ -109,6 +110,8 @@ export class AgentStartError extends Error {
 
 /** How long one proc scan answers the informer path's netns lookups. */
 const SCAN_REUSE_MS = 1000;
+// Uninstall's release of running pods: well inside the chart's 30 s termination grace.
+const RELEASE_BUDGET_MS = 15_000;
 
 
 export class Agent {
@@ -420,6 +423,12 @@ export class Agent {
         .catch((err: unknown) => this.log.warn(`node readiness taint at stop: ${(err as Error).message}`));
     }
     if (!decision.skipCleanup && this.node) {
+      // Running pods out of the mesh first (rules, ztunnel, probe entries), then the host rule: a
+      // difference from upstream, which leaves them redirected and failing their probes.
+      const released = await releaseAllPods(this.node.dataplane, { budgetMs: RELEASE_BUDGET_MS });
+      this.log.info(`uninstall: ${released.released} pods taken out of the mesh`);
+      for (const f of released.failed) this.log.warn(`uninstall: pod ${f.uid} keeps its redirection: ${f.error}`);
+      if (released.left.length) this.log.warn(`uninstall: ${released.left.length} pods keep their redirection (no time left): ${released.left.join(', ')}`);
       try {
         await this.node.uninstall();
         cleanedUp = true;

@@ -329,12 +329,12 @@ export class AmbientController {
    * (retryable), with no Event and no `pending` annotation. A pod the
    * dataplane already held in the same netns stays enrolled as it was.
    */
-  async addPodToMesh(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  async addPodToMesh(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal; ztunnelConnectWaitMs?: number } = {}): Promise<void> {
     await this.enrollPod(pod, ips, netns, opts);
   }
 
   /** addPodToMesh; resolves false when `ifUnheld` found the pod enrolled already (annotated all the same). */
-  private async enrollPod(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal; ifUnheld?: boolean }): Promise<boolean> {
+  private async enrollPod(pod: V1Pod, ips: string[], netns: PodNetnsSource, opts: { signal?: AbortSignal; ifUnheld?: boolean; ztunnelConnectWaitMs?: number }): Promise<boolean> {
     const key = podKey(pod);
     const uid = pod.metadata?.uid ?? '';
     const annotation = pod.metadata?.annotations?.[REDIRECTION_ANNOTATION];
@@ -346,6 +346,7 @@ export class AmbientController {
     try {
       const r = await this.opts.dataplane.enroll(info, {
         ...(typeof netns === 'string' ? { netnsPath: netns } : netns ? { netns } : {}), ...(signal ? { signal } : {}), ...(opts.ifUnheld ? { ifUnheld: true } : {}),
+        ...(opts.ztunnelConnectWaitMs ? { ztunnelConnectWaitMs: opts.ztunnelConnectWaitMs } : {}),
       });
       skipped = (r as { skipped?: unknown } | undefined)?.skipped === true;
       // The deadline fired while the dataplane finished: undo it rather than annotate a pod the runtime will ADD again.

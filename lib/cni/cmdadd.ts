@@ -7,6 +7,7 @@
 // kubelet retries it (fail closed). Also the netns helpers both CNI paths
 // share: the host path of CNI_NETNS, its identity, and the refusal of the
 // node's and the agent's own netns.
+import { ZTUNNEL_CONNECT_WAIT_MS } from './invoke.js';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
@@ -103,7 +104,7 @@ export function ownNetns(): RefusedNetns[] {
 export interface CniController {
   readonly pods: Informer<V1Pod>;
   readonly namespaces: Informer<V1Namespace>;
-  addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts?: { signal?: AbortSignal }): Promise<void>;
+  addPodToMesh(pod: V1Pod, ips: string[], netnsPath: string | undefined, opts?: { signal?: AbortSignal; ztunnelConnectWaitMs?: number }): Promise<void>;
   removePodFromMesh(uid: string, opts: { reason: 'cni-del' | 'cni-gc' | 'queued-del'; ifNetns?: NetnsIdentity }): Promise<unknown>;
 }
 
@@ -131,6 +132,6 @@ export function cniAddHandler(deps: CniAddDeps): (req: CmdAddRequest, ctx: CmdAd
     if (!decision.enroll) {
       throw new CniAddError('ERR_POD_NOT_ELIGIBLE', `pod ${ref.namespace}/${ref.name} is unexpectedly not eligible for ambient enrollment: ${decision.message}`);
     }
-    await deps.controller.addPodToMesh(pod, req.ips, netnsPath, { signal: ctx.signal });
+    await deps.controller.addPodToMesh(pod, req.ips, netnsPath, { signal: ctx.signal, ztunnelConnectWaitMs: ZTUNNEL_CONNECT_WAIT_MS });
   };
 }

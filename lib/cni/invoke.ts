@@ -16,6 +16,12 @@ import { checkTimeout } from '../util/timeout.js';
  * "try again" rather than a cut connection.
  */
 export const DEFAULT_CNI_DEADLINE_MS = 25_000;
+/**
+ * An ADD that finds no ztunnel connected waits this long for one (within the deadline) before
+ * failing retryably: right after the agent, ztunnel or the node restarted, ztunnel connects within
+ * a second or two, and the pod's sandbox then needs no retry by the kubelet. Upstream fails at once.
+ */
+export const ZTUNNEL_CONNECT_WAIT_MS = 5_000;
 /** How long a cancelled invocation gets to undo its work before the answer goes out anyway. */
 export const DEFAULT_CANCEL_GRACE_MS = 2_000;
 

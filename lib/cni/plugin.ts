@@ -24,6 +24,7 @@ import type { KubeClient } from '../kube/client.js';
 import { isKubeError } from '../kube/errors.js';
 import { decideAmbient, type SelectionPolicy } from '../mesh/decision.js';
 import { AGENT_POD_NAME_PREFIX } from './constants.js';
+import { ZTUNNEL_CONNECT_WAIT_MS } from './invoke.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
 import { CNI_CODES, CniError, AgentNotReadyError } from './errors.js';
 import type { Invocation } from './invocation.js';
@@ -186,7 +187,7 @@ export class CniPlugin {
     const cancelled = () => new CniError(CNI_CODES.TRY_AGAIN, `podwire: CNI ADD of pod ${ref} cancelled (${String(signal?.reason?.message ?? signal?.reason ?? 'aborted')})`);
     if (signal?.aborted) throw cancelled();
     try {
-      await this.deps.controller.addPodToMesh(pod, ips, sandbox.path, signal ? { signal } : {});
+      await this.deps.controller.addPodToMesh(pod, ips, sandbox.path, { ...(signal ? { signal } : {}), ztunnelConnectWaitMs: ZTUNNEL_CONNECT_WAIT_MS });
     } catch (err) {
       if (signal?.aborted) throw cancelled();
       // The dataplane's own refusal of the node's netns (defense in depth behind sandboxNetns).

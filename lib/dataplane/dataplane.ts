@@ -68,6 +68,11 @@ export interface EnrollOptions {
    * replace a sandbox the CNI ADD enrolled meanwhile).
    */
   ifUnheld?: boolean;
+  /**
+   * With no ztunnel connected, wait this long for one before the ztunnel step fails (a CNI ADD
+   * right after the agent or ztunnel restarted: the pod waits instead of failing its sandbox).
+   */
+  ztunnelConnectWaitMs?: number;
 }
 
 export interface UnenrollOptions {
@@ -231,10 +236,10 @@ export class Dataplane {
     }
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(abortedError(pod.uid, 'netns', signal));
-    return this.track(pod.uid, () => this.enrollLocked(pod, sourceOf(opts), signal, opts.ifUnheld === true));
+    return this.track(pod.uid, () => this.enrollLocked(pod, sourceOf(opts), signal, opts.ifUnheld === true, opts.ztunnelConnectWaitMs));
   }
 
-  private async enrollLocked(pod: PodInfo, netnsSource: NetnsSource, signal: AbortSignal | undefined, ifUnheld: boolean): Promise<EnrollResult> {
+  private async enrollLocked(pod: PodInfo, netnsSource: NetnsSource, signal: AbortSignal | undefined, ifUnheld: boolean, connectWaitMs?: number): Promise<EnrollResult> {
     if (signal?.aborted) throw abortedError(pod.uid, 'netns', signal);  // while waiting for the pod's lock: nothing done
     const prior = this.cache.get(pod.uid);
     if (ifUnheld && prior?.netns && !prior.netns.released && !prior.leaving) return { uid: pod.uid, netnsIno: prior.netns.ino, skipped: true };
@@ -251,7 +256,8 @@ export class Dataplane {
     if (signal?.aborted) await abort('rules');
     try {
       zdsSent = true;
-      await untilAborted(ref.use((ns) => this.opts.ztunnel.podAdded(pod, ns)), signal);
+      const wait = connectWaitMs ? { connectWaitMs } : undefined;
+      await untilAborted(ref.use((ns) => this.opts.ztunnel.podAdded(pod, ns, wait)), signal);
     } catch (err) {
       if (err === ABORTED) await abort('ztunnel');
       throw new EnrollError(pod.uid, 'ztunnel', true, err);

@@ -29,7 +29,8 @@ export interface RuleBackend {
 
 /** Hands pods to ztunnel (the ZDS server). */
 export interface ZtunnelSink {
-  podAdded(pod: PodInfo, ns: Netns): Promise<void>;
+  /** `connectWaitMs`: with no ztunnel connected, wait this long for one before failing. */
+  podAdded(pod: PodInfo, ns: Netns, opts?: { connectWaitMs?: number }): Promise<void>;
   podDeleted(uid: string): Promise<void>;
   /** Is ztunnel currently holding this pod (as far as we know)? */
   knows?(uid: string): boolean;

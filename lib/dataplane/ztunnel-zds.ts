@@ -6,6 +6,8 @@ import type { Netns } from '../net/netns/netns.js';
 import type { PodInfo, ZtunnelSink } from './types.js';
 import type { CacheEntry } from './pod-cache.js';
 
+const CONNECT_POLL_MS = 25;
+
 export function workloadOf(pod: PodInfo): { uid: string; workloadInfo: { name: string; namespace: string; serviceAccount: string } } {
   return { uid: pod.uid, workloadInfo: { name: pod.name, namespace: pod.namespace, serviceAccount: pod.serviceAccount ?? '' } };
 }
@@ -65,8 +67,18 @@ export class ZdsZtunnel implements ZtunnelSink {
     return this;
   }
 
-  async podAdded(pod: PodInfo, ns: Netns): Promise<void> {
-    await this.server.podAdded(workloadOf(pod), ns);
+  async podAdded(pod: PodInfo, ns: Netns, opts: { connectWaitMs?: number } = {}): Promise<void> {
+    if (opts.connectWaitMs && !this.connected()) await this.connection(opts.connectWaitMs);
+    await this.server.podAdded(workloadOf(pod), ns);  // still none: ZDS_NO_CONNECTION
+  }
+
+  /**
+   * Resolves once a ztunnel is routable (said hello and was admitted: the server emits no event
+   * for that, hence the short poll), or after `ms`, whichever comes first.
+   */
+  private async connection(ms: number): Promise<void> {
+    const end = Date.now() + ms;
+    while (!this.connected() && Date.now() < end) await new Promise((r) => setTimeout(r, Math.min(CONNECT_POLL_MS, Math.max(1, end - Date.now()))));
   }
 
   async podDeleted(uid: string): Promise<void> {

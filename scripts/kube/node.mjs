@@ -378,6 +378,11 @@ export async function startNode({ dir, name, netnsName, nodeIp, podCidr, cluster
     /** A reboot: every process of the node dies, its namespaces go; then all starts again. */
     async restart({ downMs = 0 } = {}) {
       await killAll();
+      // /run is a tmpfs on a real node: what the node-local dirs behind it held is gone too.
+      for (const [d, p] of Object.entries(NODE_DIRS)) {
+        if (!p.startsWith('/run/')) continue;
+        for (const e of readdirSync(join(dir, d))) rmSync(join(dir, d, e), { recursive: true, force: true });
+      }
       if (downMs) await sleep(downMs);
       await startInit();
       await startContainerd();

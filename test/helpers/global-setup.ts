@@ -6,6 +6,8 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { sweepContainerdLeftovers } from './containerd.js';
 import { processAlive } from '../../lib/demo/leftovers.js';
+import { sweepNodeLeftovers } from '../../scripts/kube/node.mjs';
+import { tmpdir } from 'node:os';
 
 
 function sweep(): void {
@@ -29,9 +31,11 @@ function sweep(): void {
 export function setup(): void {
   sweep();
   sweepContainerdLeftovers(); // temp dirs and cgroups of killed CRI test runs
+  sweepNodeLeftovers(tmpdir()); // cgroups and dirs of killed real-node runs (test/e2e)
 }
 
 export function teardown(): void {
   sweep();
   sweepContainerdLeftovers();
+  sweepNodeLeftovers(tmpdir());
 }
