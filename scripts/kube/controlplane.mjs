@@ -137,7 +137,10 @@ async function waitFor(what, check, timeoutMs, child) {
 // killed when it exits, however it exits, so a crashed test run leaves none.
 function startProcess(bin, args, logFile, detached) {
   const fd = openSync(logFile, 'a');
-  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], detached });
+  // Not detached: the kernel kills it when this process dies, however it dies (a SIGTERM'd test
+  // runner runs no 'exit' handler; setpriv execs the binary, so the pid is the binary's).
+  const argv = detached ? [bin, ...args] : ['setpriv', '--pdeathsig', 'KILL', '--', bin, ...args];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', fd, fd], detached });
   closeSync(fd);
   if (detached) {
     child.unref();

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startE2eCluster, type E2eCluster } from '../helpers/cluster.js';
 import { CHART_DIR, Helm } from '../helpers/helm.js';
 import { privileged } from '../helpers/privileged.js';
+import { until } from '../helpers/kube.js';
 import { NODE_TOOLS } from '../../scripts/kube/node.mjs';
 import { Netns } from '../../lib/net/netns/netns.js';
 import { connectTcp } from '../../lib/net/sock/connect.js';
@@ -17,22 +18,7 @@ import { APP_PORT, TEST_NET, deployment, list, namespace, pod, sidecarPod } from
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 const TAINT = 'cni.podwire.io/not-ready';
 const REDIRECTION = 'ambient.istio.io/redirection';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, check: () => T | Promise<T>, timeoutMs: number, everyMs = 250): Promise<NonNullable<T>> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last: ${(last as Error).message})` : ''}`);
-    await sleep(everyMs);
-  }
-}
+import { sleep } from '../../lib/util/sleep.js';
 
 interface PodInfo { name: string; uid: string; ip: string; node: string; ready: boolean; phase: string; annotations: Record<string, string> }
 

@@ -115,8 +115,8 @@ export async function deletePodNow(client: KubeClient, namespace: string, name: 
   await client.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0 } });
 }
 
-/** Waits until `check()` is truthy, re-checking every 20 ms, for at most `timeoutMs`; then throws naming `what`. */
-export async function until<T>(what: string, check: () => T | Promise<T>, timeoutMs = 15_000): Promise<NonNullable<T>> {
+/** Waits until `check()` is truthy, re-checking every `everyMs` (20), for at most `timeoutMs`; then throws naming `what`. */
+export async function until<T>(what: string, check: () => T | Promise<T>, timeoutMs = 15_000, everyMs = 20): Promise<NonNullable<T>> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -127,7 +127,7 @@ export async function until<T>(what: string, check: () => T | Promise<T>, timeou
       last = err;
     }
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 
