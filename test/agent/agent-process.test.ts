@@ -58,7 +58,7 @@ async function readyz(env: Record<string, string>): Promise<number> {
 }
 
 describeKube('podwire agent (process)', () => {
-  it.skipIf(!privileged('nft'))('kill -9 with 50 enrolled pods: the next agent is ready fast, rewrites no rules, ztunnel gets the full snapshot, probe set exact', async () => {
+  it.skipIf(!privileged('nft'))('kill -9 with 50 enrolled pods: the next agent is ready fast, rewrites no rules, ztunnel gets the full snapshot, probe set exact; its uninstall releases every pod', async () => {
     const node = await AgentTestNode.create();
     cleanups.push(() => node.teardown());
     const admin = adminClient();
@@ -122,16 +122,19 @@ describeKube('podwire agent (process)', () => {
     const conflist = () => JSON.parse(readFileSync(`${node.cniNetDir}/10-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
     expect(conflist().plugins.map((p) => p.type)).toEqual(['bridge', 'istio-cni']);
     expect(existsSync(`${node.cniBinDir}/istio-cni`)).toBe(true);
-    // SIGTERM with no istio-cni-node DaemonSet: an uninstall — entry, binary and host rules go, in-pod rules stay.
+    // SIGTERM with no istio-cni-node DaemonSet: an uninstall — entry, binary and host rules go, and every
+    // pod is released (its in-pod rules removed, ztunnel told) so it keeps working unredirected.
     second.child.kill('SIGTERM');
     const stopped = await second.done;
     expect(stopped.code).toBe(0);
     expect(conflist().plugins.map((p) => p.type)).toEqual(['bridge']);
     expect(existsSync(`${node.cniBinDir}/istio-cni`)).toBe(false);
     expect(execFileSync('ip', ['netns', 'exec', `${node.prefix}node`, 'nft', 'list', 'tables'], { encoding: 'utf8' })).not.toContain('istio-ambient-nat');
-    for (const p of pods.slice(0, 3)) expect(ruleset(p)).toBe(before.get(p.uid));
+    for (const p of pods) expect(ruleset(p), `${p.name} released`).not.toContain('istio');
+    await until('ztunnel told of every release', () => peer.active.size === 0, 5000);
     const second_ = stopped.err.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string });
     expect(second_.filter((l) => /pod (re-)?enrolled/.test(l.msg))).toEqual([]);
     expect(second_.some((l) => /startup snapshot: 50 pods, 0 repaired, 0 failed, 100 probe entries, 0 pruned/.test(l.msg))).toBe(true);
+    expect(second_.some((l) => l.msg === 'uninstall: 50 pods taken out of the mesh')).toBe(true);
   }, 180_000);
 });
