@@ -10,7 +10,7 @@ import {  type DemoNode, type DemoPod } from '../../lib/demo/topology.js';
 import { compileEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from '../../lib/mesh/enablement.js';
 import type { SelectionPolicy } from '../../lib/mesh/decision.js';
 import { patchPodStatus, podIps } from '../../lib/kube/pods.js';
-import { Netns } from '../../lib/net/netns/netns.js';
+import { redirectionState } from '../helpers/netns-state.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 import { adminClient, createPod, freshNamespace, until, within } from '../helpers/kube.js';
 import { simNode } from '../helpers/sim-node.js';
@@ -98,16 +98,7 @@ export async function meshNode(opts: { pods: number; adapt?: (dp: DataplaneLike)
         await createPod(admin, ns, p.name, node.nodeName);
         return patchPodStatus(admin, { namespace: ns, name: p.name }, { status: { phase: 'Running', podIP: p.ip4, podIPs: [{ ip: p.ip4 }] } });
       },
-      podState: async (i) => {
-        const ns = Netns.open(demo(i).netnsPath);
-        try {
-          const out = (await ns.spawn(['nft', 'list', 'ruleset'])).stdout + (await ns.spawn(['ip', 'rule'])).stdout
-            + (await ns.spawn(['ip', '-6', 'rule'])).stdout + (await ns.spawn(['ip', 'route', 'show', 'table', 'all'])).stdout;
-          return out.replace(/counter packets \d+ bytes \d+/g, 'counter');
-        } finally {
-          ns.close();
-        }
-      },
+      podState: (i) => redirectionState(demo(i).netnsPath),
       annotation: async (ns, name) => (await admin.core.readNamespacedPod({ namespace: ns, name })).metadata?.annotations?.[REDIRECTION_ANNOTATION],
       peerLog,
       peerLogged: async (uid, n) => {

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ERR_ENROLL_ABORTED } from '../../lib/dataplane/errors.js';
 import type { PodInfo } from '../../lib/dataplane/types.js';
-import { Netns } from '../../lib/net/netns/netns.js';
+import { redirectionState } from '../helpers/netns-state.js';
 import { privileged } from '../helpers/privileged.js';
 import { simNode } from '../helpers/sim-node.js';
 
@@ -21,15 +21,7 @@ async function setup(opts: { zdsAckTimeoutMs?: number } = {}) {
   const { node, agent, newPeer } = await simNode(`ab${++runs}`, 1, cleanups, opts);
   const p = node.pods[0]!;
   const pod: PodInfo = { uid: p.uid, name: p.name, namespace: 'test', ips: [p.ip4, p.ip6] };
-  const podState = async () => {
-    const ns = Netns.open(p.netnsPath);
-    try {
-      return (await ns.spawn(['nft', 'list', 'ruleset'])).stdout + (await ns.spawn(['ip', 'rule'])).stdout + (await ns.spawn(['ip', '-6', 'rule'])).stdout
-        + (await ns.spawn(['ip', 'route', 'show', 'table', 'all'])).stdout;
-    } finally {
-      ns.close();
-    }
-  };
+  const podState = () => redirectionState(p.netnsPath);
   return { node, agent, pod, netnsPath: p.netnsPath, newPeer, podState, peer: await newPeer() };
 }
 
