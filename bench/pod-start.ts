@@ -40,27 +40,13 @@ import { AgentSampler, findPodPids, type AgentUsage } from './lib/proc-usage.js'
 import { criLogFirstLineMs, nowMs } from './lib/cri-log.js';
 import { getInNetns, histogramTotals } from './lib/netns-http.js';
 import { quantile, writeResults, type Series } from './lib/report.js';
+import { sleep } from '../lib/util/sleep.js';
+import { until } from '../lib/util/until.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const CHART_DIR = join(ROOT, 'deploy/chart/podwire');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const r2 = (x: number) => Math.round(x * 100) / 100;
-
-async function until<T>(what: string, check: () => T | Promise<T>, timeoutMs: number, everyMs = 100): Promise<NonNullable<T>> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last: ${(last as Error).message})` : ''}`);
-    await sleep(everyMs);
-  }
-}
 
 /** A 95 % bootstrap interval of median(a) − median(b) (fixed seed: the same samples give the same interval). */
 function medianDiffCi(a: number[], b: number[], iters = 2000): [number, number] {
@@ -107,8 +93,8 @@ async function main(): Promise<void> {
   const podwireRef = `localhost/podwire:${VERSION}`;
   // --image: an OCI archive of podwire's image tagged podwireRef, built elsewhere (e.g. from a clean
   // export of a commit while the checkout holds others' unbuilt work); else built from the checkout.
-  const podwireTar = values.image ?? join(ROOT, 'build', 'image', `podwire-${VERSION}.oci.tar`);
-  if (!values.image) execFileSync(process.execPath, [join(ROOT, 'deploy/image/build.mjs'), '--reuse', '--out', podwireTar, '--tag', podwireRef], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 600_000 });
+  const images = await mod<typeof import('../scripts/kube/images.mjs')>('scripts/kube/images.mjs');
+  const podwireTar = values.image ?? images.podwireImage().tarball;
 
   const dir = mkdtempSync(join(tmpdir(), `pwt-bench-podstart-${process.pid}-`));
   const pause = oci.pauseImage();

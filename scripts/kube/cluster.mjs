@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureBinaries, ensureNodeBinaries } from './build.mjs';
 import { startControlPlane } from './controlplane.mjs';
-import { startNode } from './node.mjs';
+import { removeNode, startNode } from './node.mjs';
 
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const FORWARDER = fileURLToPath(new URL('./forwarder.mjs', import.meta.url));
@@ -63,7 +63,7 @@ async function killPid(pid) {
  * `images`: [{ tarball }] imported into every node's runtime; `sandboxImage`: the pause ref
  * (among `images`); `taints`: registerWithTaints for every kubelet.
  */
-export async function startCluster({ dir, nodes: count = 1, images = [], sandboxImage, taints = [], detached = false, log = () => undefined, prefix }) {
+export async function startCluster({ dir, nodes: count = 1, images = [], sandboxImage, taints = [], detached = false, log = () => undefined, prefix, fabricNetns: fabricName }) {
   if (!dir) throw new TypeError('startCluster: dir is required');
   if (!sandboxImage) throw new TypeError('startCluster: sandboxImage is required');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -71,7 +71,7 @@ export async function startCluster({ dir, nodes: count = 1, images = [], sandbox
   const base = prefix ?? `pwt-node-${process.pid}`;
   const plans = Array.from({ length: count }, (_, k) => nodePlan(base, k + 1));
   const bins = { ...ensureBinaries({ log }), ...ensureNodeBinaries({ log }) };
-  const fabricNetns = `pwt-fabric-${process.pid}`;
+  const fabricNetns = fabricName ?? `pwt-fabric-${process.pid}`;
   const started = { cp: undefined, nodes: [], host: [] };
   const stop = async () => {
     const problems = [];
@@ -113,17 +113,37 @@ export async function startCluster({ dir, nodes: count = 1, images = [], sandbox
     for (const n of started.nodes) for (const img of images) n.importImage(img.tarball);
     await waitNodesReady(cp, plans.map((p) => p.name), 120_000);
     const kubectl = (args, o = {}) => {
-      const r = spawnSync(bins.kubectl, ['--kubeconfig', cp.adminKubeconfig, ...args], { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 60_000, env: { PATH } });
+      // Its discovery cache in the cluster's dir: without HOME kubectl would write ./.kube wherever it runs.
+      const r = spawnSync(bins.kubectl, ['--kubeconfig', cp.adminKubeconfig, '--cache-dir', join(dir, 'kubectl-cache'), ...args],
+        { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 60_000, env: { PATH, HOME: dir } });
       if (r.status !== 0 && !o.allowFail) throw Object.assign(new Error(`kubectl ${args.join(' ')}: ${(r.stderr || r.error?.message || '').trim()}`), { code: 'KUBECTL', stderr: r.stderr });
       return r;
     };
-    const state = { server: cp.server, caFile: cp.caFile, adminKubeconfig: cp.adminKubeconfig, kubectl: bins.kubectl, nodes: started.nodes.map((n) => ({ name: n.name, dir: n.dir, nodeIp: n.nodeIp, podCidr: n.podCidr })) };
-    writeFileSync(join(dir, 'cluster.json'), `${JSON.stringify(state, null, 2)}\n`);
-    return { dir, cp, nodes: started.nodes, bins, kubectl, stop };
+    const record = () => ({
+      dir, fabricNetns, server: cp.server, caFile: cp.caFile, adminKubeconfig: cp.adminKubeconfig, kubectl: bins.kubectl,
+      hostPids: [...started.host.map((c) => c.pid), ...Object.values(cp.pids())].filter(Boolean),
+      nodes: started.nodes.map((n) => ({ ...n.record(), nodeIp: n.nodeIp, podCidr: n.podCidr })),
+    });
+    writeFileSync(join(dir, 'cluster.json'), `${JSON.stringify(record(), null, 2)}\n`);
+    return { dir, cp, nodes: started.nodes, bins, kubectl, stop, record };
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * Removes a cluster from its record (cluster.record(), or `<dir>/cluster.json`) in a process
+ * that did not start it: every node (processes, cgroups, netns, dir), the controller-manager,
+ * scheduler, apiserver and etcd, the fabric netns and the cluster's dir. Idempotent.
+ */
+export async function removeCluster(record) {
+  const problems = [];
+  for (const n of [...record.nodes].reverse()) await removeNode(n).catch((e) => problems.push(e.message));
+  for (const pid of record.hostPids ?? []) await killPid(pid);
+  spawnSync('ip', ['netns', 'del', record.fabricNetns], { env: { PATH } });
+  rmSync(record.dir, { recursive: true, force: true });
+  if (problems.length) throw Object.assign(new Error(`cluster stop: ${problems.join('; ')}`), { code: 'CLUSTER_STOP' });
 }
 
 /** Waits until every named Node reports Ready=True. */

@@ -48,3 +48,5 @@ export function startControlPlane(opts: {
   nodes?: string[];
 }): Promise<ControlPlane>;
 export function apiCall(server: string, caFile: string, token: string, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<ApiResult>;
+/** A kubeconfig (JSON) for `user` authenticating with a bearer token. */
+export function tokenKubeconfig(server: string, caFile: string, user: string, token: string): string;

@@ -59,7 +59,8 @@ function makeCerts(dir) {
   return { ca: join(d, 'ca.crt'), cert: join(d, 'server.crt'), key: join(d, 'server.key'), saKey: join(d, 'sa.key'), saPub: join(d, 'sa.pub') };
 }
 
-function kubeconfig(server, caFile, user, token) {
+/** A kubeconfig for `user` authenticating with a bearer token. */
+export function tokenKubeconfig(server, caFile, user, token) {
   return JSON.stringify({
     apiVersion: 'v1', kind: 'Config', 'current-context': user,
     clusters: [{ name: 'podwire-test', cluster: { server, 'certificate-authority': caFile } }],
@@ -235,8 +236,8 @@ export async function startControlPlane({ dir, log = () => undefined, detached =
   if (!nodes) writeAtomic(agentTokenFile, agentToken);
   const adminKubeconfig = join(dir, 'admin.kubeconfig');
   const agentKubeconfig = join(dir, 'agent.kubeconfig');
-  writeAtomic(adminKubeconfig, kubeconfig(server, pki.ca, 'podwire-admin', adminToken));
-  if (!nodes) writeAtomic(agentKubeconfig, kubeconfig(server, pki.ca, AGENT_SERVICE_ACCOUNT, agentToken));
+  writeAtomic(adminKubeconfig, tokenKubeconfig(server, pki.ca, 'podwire-admin', adminToken));
+  if (!nodes) writeAtomic(agentKubeconfig, tokenKubeconfig(server, pki.ca, AGENT_SERVICE_ACCOUNT, agentToken));
 
   return {
     dir, server, caFile: pki.ca, caKey: pki.ca.replace(/\.crt$/, '.key'), saKey: pki.saKey, adminKubeconfig, agentKubeconfig, agentTokenFile, etcdEndpoint, adminToken, nodeTokens,

@@ -32,7 +32,11 @@ export interface KubeNode {
   /** A reboot: every process of the node dies and its namespaces go; then all starts again. */
   restart(opts?: { downMs?: number }): Promise<void>;
   stop(): Promise<void>;
+  /** What removeNode needs to remove the node from another process. */
+  record(): NodeRecord;
 }
+
+export interface NodeRecord { name: string; dir: string; netnsName: string; cgroupRoot: string; pids: number[] }
 
 export function bridgeConflist(podCidr: string): unknown;
 export function startNode(opts: {
@@ -42,4 +46,5 @@ export function startNode(opts: {
   taints?: Array<{ key: string; value?: string; effect: string }>;
   detached?: boolean; log?: (m: string) => void;
 }): Promise<KubeNode>;
+export function removeNode(record: NodeRecord): Promise<void>;
 export function sweepNodeLeftovers(tmp: string): void;

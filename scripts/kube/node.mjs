@@ -21,6 +21,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { containerdConfigToml } from '../lib/containerd-config.mjs';
+import { tokenKubeconfig } from './controlplane.mjs';
 import { cgroupMounts, hidingScript, removeCgroupTree, shq } from './host-isolation.mjs';
 
 /** Debian's reference CNI plugins the node's primary network uses. */
@@ -105,44 +107,10 @@ export function bridgeConflist(podCidr) {
 }
 
 function containerdToml(dir, sandboxImage) {
-  const p = (s) => JSON.stringify(join(dir, s));
-  return `version = 2
-root = ${p('ctrd/root')}
-state = ${p('ctrd/state')}
-temp = ${p('ctrd/tmp')}
-plugin_dir = ""
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
-oom_score = 0
-[grpc]
-  address = ${p('containerd.sock')}
-[ttrpc]
-  address = ${p('containerd.sock.ttrpc')}
-[debug]
-  level = "info"
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = ${p('ctrd/opt')}
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = ${JSON.stringify(sandboxImage)}
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin"
-    conf_dir = "/etc/cni/net.d"
-    max_conf_num = 1
-`;
+  return containerdConfigToml({
+    root: join(dir, 'ctrd/root'), state: join(dir, 'ctrd/state'), temp: join(dir, 'ctrd/tmp'), opt: join(dir, 'ctrd/opt'),
+    socket: join(dir, 'containerd.sock'), sandboxImage, cniBinDir: NODE_DIRS['cni-bin'], cniConfDir: NODE_DIRS['cni-net'],
+  });
 }
 
 function kubeletConfig(o) {
@@ -181,15 +149,6 @@ function kubeletConfig(o) {
     shutdownGracePeriod: '0s',
     localStorageCapacityIsolation: false,
   };
-}
-
-function kubeconfig(server, caFile, user, token) {
-  return JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': user,
-    clusters: [{ name: 'podwire-e2e', cluster: { server, 'certificate-authority': caFile } }],
-    users: [{ name: user, user: { token } }],
-    contexts: [{ name: user, context: { cluster: 'podwire-e2e', user } }],
-  }, null, 2);
 }
 
 /**
@@ -231,7 +190,7 @@ export async function startNode({ dir, name, netnsName, nodeIp, podCidr, cluster
   writeFileSync(join(dir, 'kubelet.yaml'), `${JSON.stringify(kubeletConfig({
     cgroupRoot, socket, podLogsDir: join(dir, 'pod-logs'), resolvConf: join(dir, 'resolv.conf'), nodeIp, taints,
   }), null, 2)}\n`);
-  writeFileSync(join(dir, 'kubelet.kubeconfig'), kubeconfig(`https://${API_VIP}:443`, cluster.caFile, `system:node:${name}`, token), { mode: 0o600 });
+  writeFileSync(join(dir, 'kubelet.kubeconfig'), tokenKubeconfig(`https://${API_VIP}:443`, cluster.caFile, `system:node:${name}`, token), { mode: 0o600 });
   for (const m of cgroupMounts()) mkdirSync(join(m, cgroupRoot), { recursive: true });
 
   // ---- the namespaces: pid 1 is tini; the script before it makes the mounts ----
@@ -390,31 +349,12 @@ export async function startNode({ dir, name, netnsName, nodeIp, podCidr, cluster
     },
     /** Kills everything of the node and removes its cgroups, netns and dir. Idempotent. */
     async stop() {
-      const problems = [];
       await killAll();
-      await kill(state.forwarderPid);
-      for (const m of cgroupMounts()) {
-        const end = Date.now() + 10_000;
-        for (;;) {
-          try {
-            removeCgroupTree(join(m, cgroupRoot));
-            break;
-          } catch (err) {
-            if (Date.now() > end) {
-              problems.push(`cgroup ${m}${cgroupRoot}: ${err.message}`);
-              break;
-            }
-            await sleep(50);
-          }
-        }
-      }
-      sh('ip', ['netns', 'del', netnsName], { allowFail: true });
-      try {
-        rmSync(dir, { recursive: true, force: true });
-      } catch (err) {
-        problems.push(`${dir}: ${err.message}`);
-      }
-      if (problems.length) throw Object.assign(new Error(`node ${name} stop: ${problems.join('; ')}`), { code: 'NODE_STOP' });
+      await removeNode(node.record());
+    },
+    /** What removeNode needs, for a process that did not start the node (`npm run cluster:down`). */
+    record() {
+      return { name, dir, netnsName, cgroupRoot, pids: [state.initPid, state.launcherPid, state.forwarderPid].filter(Boolean) };
     },
   };
 
@@ -430,6 +370,46 @@ export async function startNode({ dir, name, netnsName, nodeIp, podCidr, cluster
     await node.stop().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * Removes a node from its record (node.record()): kills its processes (the pid namespace's init
+ * takes the rest with it), then removes its cgroups, netns and dir. Idempotent.
+ */
+export async function removeNode({ name, dir, netnsName, cgroupRoot, pids = [] }) {
+  const problems = [];
+  for (const pid of pids) {
+    if (!pid || !alive(pid)) continue;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      continue;
+    }
+    const end = Date.now() + 10_000;
+    while (alive(pid) && Date.now() < end) await sleep(20);
+  }
+  for (const m of cgroupMounts()) {
+    const end = Date.now() + 10_000;
+    for (;;) {
+      try {
+        removeCgroupTree(join(m, cgroupRoot));
+        break;
+      } catch (err) {
+        if (Date.now() > end) {
+          problems.push(`cgroup ${m}${cgroupRoot}: ${err.message}`);
+          break;
+        }
+        await sleep(50);
+      }
+    }
+  }
+  sh('ip', ['netns', 'del', netnsName], { allowFail: true });
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch (err) {
+    problems.push(`${dir}: ${err.message}`);
+  }
+  if (problems.length) throw Object.assign(new Error(`node ${name} stop: ${problems.join('; ')}`), { code: 'NODE_STOP' });
 }
 
 /** Removes cgroups, netns and dirs of nodes whose creating process is gone (pwt-node-<pid>-…). */

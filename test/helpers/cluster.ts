@@ -3,26 +3,16 @@
 // tests run imported into every node's runtime: pause, busybox (the apps) and podwire's own
 // image (`npm run image`, rebuilt only when its inputs changed). Per node, a ztunnel stand-in
 // (ZtunnelPeer) in the test process holds the node's ZDS socket, as ztunnel's DaemonSet would.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster, type Cluster } from '../../scripts/kube/cluster.mjs';
+import { clusterImages } from '../../scripts/kube/images.mjs';
 import type { KubeNode } from '../../scripts/kube/node.mjs';
-import { busyboxImage, pauseImage, type BuiltImage } from './oci-image.js';
 import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
 
-const root = join(import.meta.dirname, '..', '..');
-const VERSION = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
-export const PODWIRE_IMAGE = `localhost/podwire:${VERSION}`;
+export { PODWIRE_IMAGE } from '../../scripts/kube/images.mjs';
 export { BUSYBOX_REF } from './oci-image.js';
-
-/** podwire's image as an OCI archive (deploy/image/build.mjs --reuse: rebuilt when its inputs changed). */
-export function podwireImage(): BuiltImage {
-  const tarball = join(root, 'build', 'image', `podwire-${VERSION}.oci.tar`);
-  execFileSync(process.execPath, [join(root, 'deploy/image/build.mjs'), '--reuse', '--out', tarball, '--tag', PODWIRE_IMAGE], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 600_000 });
-  return { ref: PODWIRE_IMAGE, tarball };
-}
 
 export interface E2eCluster extends Cluster {
   /** One ztunnel stand-in per node, by node name. */
@@ -39,11 +29,10 @@ export interface E2eCluster extends Cluster {
 
 /** Starts the cluster (`nodes` kubelets) with the images imported and a ZtunnelPeer per node. */
 export async function startE2eCluster(opts: { nodes?: number } = {}): Promise<E2eCluster> {
-  const pause = pauseImage();
-  const images = [pause, busyboxImage(), podwireImage()];
+  const { images, sandboxImage } = clusterImages();
   const dir = mkdtempSync(join(tmpdir(), `pwt-cluster-${process.pid}-`));
   const cluster = await startCluster({
-    dir, nodes: opts.nodes ?? 2, images, sandboxImage: pause.ref, log: (m: string) => process.stderr.write(`${m}\n`),
+    dir, nodes: opts.nodes ?? 2, images, sandboxImage, log: (m: string) => process.stderr.write(`${m}\n`),
   });
   const ztunnels = new Map<string, ZtunnelPeer>();
   for (const n of cluster.nodes) {

@@ -25,6 +25,7 @@
 // The CNI netns paths containerd hands the plugins (`/var/run/netns/cni-…`) exist only in
 // its mount namespace; from the test (or an agent: HOST_MOUNTS_ROOT) open them under
 // `mountNsRoot` (= `/proc/<pid>/root`).
+import { containerdConfigToml } from '../../scripts/lib/containerd-config.mjs';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { closeSync, existsSync, symlinkSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -138,53 +139,11 @@ export interface Containerd {
 
 let seq = 0;
 
-function toml(s: string): string {
-  return JSON.stringify(s); // TOML basic strings take JSON's escapes for what we put there
-}
-
 function configToml(dir: string, opts: StartContainerdOptions, sandboxImage: string): string {
-  const p = (s: string): string => toml(join(dir, s));
-  return `version = 2
-root = ${p('root')}
-state = ${p('state')}
-temp = ${p('tmp')}
-plugin_dir = ""
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
-oom_score = 0
-
-[grpc]
-  address = ${p('containerd.sock')}
-[ttrpc]
-  address = ${p('containerd.sock.ttrpc')}
-[debug]
-  address = ""
-  level = ${toml(opts.logLevel ?? 'info')}
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = ${p('opt')}
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = ${toml(sandboxImage)}
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = ${toml(opts.cniBinDir)}
-    conf_dir = ${toml(opts.cniConfDir)}
-    max_conf_num = 1
-`;
+  return containerdConfigToml({
+    root: join(dir, 'root'), state: join(dir, 'state'), temp: join(dir, 'tmp'), opt: join(dir, 'opt'), socket: join(dir, 'containerd.sock'),
+    sandboxImage, cniBinDir: opts.cniBinDir, cniConfDir: opts.cniConfDir, ...(opts.logLevel ? { logLevel: opts.logLevel } : {}),
+  });
 }
 
 /** start.sh: runs as pid 1 of the new pid namespace, in the new mount namespace. */

@@ -10,6 +10,9 @@ import { sweepNodeLeftovers } from '../../scripts/kube/node.mjs';
 import { tmpdir } from 'node:os';
 
 
+/** The netns of the cluster `npm run cluster:up` leaves running (scripts/kube/cluster-up.mjs). */
+const CLUSTER_UP_PREFIX = 'pwt-up-';
+
 function sweep(): void {
   let names: string[] = [];
   try {
@@ -18,6 +21,7 @@ function sweep(): void {
     return;
   }
   for (const name of names) {
+    if (name.startsWith(CLUSTER_UP_PREFIX)) continue; // `npm run cluster:up`'s: cluster:down removes them
     const pid = /^pwt-(?:[a-z]+-)*(\d+)/.exec(name)?.[1];
     if (pid !== undefined && processAlive(Number(pid))) continue;
     try {

@@ -116,20 +116,7 @@ export async function deletePodNow(client: KubeClient, namespace: string, name: 
 }
 
 /** Waits until `check()` is truthy, re-checking every `everyMs` (20), for at most `timeoutMs`; then throws naming `what`. */
-export async function until<T>(what: string, check: () => T | Promise<T>, timeoutMs = 15_000, everyMs = 20): Promise<NonNullable<T>> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+export { until } from '../../lib/util/until.js';
 
 /** A promise with a deadline: rejects naming `what` if `p` takes longer than `ms`. */
 export function within<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
