@@ -319,7 +319,7 @@ export class Agent {
       // The ambient informer already lists and watches exactly this node's pods: share it unless repair selects differently.
       const shared = r.nodeName === cfg.nodeName && r.fieldSelectors.trim() === '' && r.labelSelectors.trim() === '';
       const repair = new RepairController({
-        client: this.client, config: r, resolveNetns: (pod) => this.findNetnsPath(pod), accessChecked: true,
+        client: this.client, config: r, resolveNetns: (pod) => this.findNetns(pod), accessChecked: true,
         ...(shared ? { sharedPods: controller.pods } : {}),
         ambient: ambientRepairHook(controller, (pod) => this.findNetns(pod)),
         onRepaired: (type, result) => this.metrics.podsRepaired.inc({ type, result }),
@@ -640,15 +640,6 @@ export class Agent {
       if (isResourceExhaustion(err)) throw err;
       return undefined;
     }
-  }
-
-  /** findNetns for the repair controller, which takes a path (proved at the lookup, reopened by the repair). */
-  private async findNetnsPath(pod: V1Pod): Promise<string | undefined> {
-    const ref = await this.findNetns(pod);
-    if (!ref) return undefined;
-    const path = ref.ns.path;
-    ref.release();
-    return path;
   }
 
   private bindZdsMetrics(node: NodeDataplane): void {

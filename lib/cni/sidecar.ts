@@ -33,12 +33,13 @@ export function sidecarEligibility(pod: V1Pod): SidecarEligibility {
 }
 
 /**
- * Programs the sidecar rules into the netns at `netnsPath`. `podIps` (the
+ * Programs the sidecar rules into `netns`: an open handle (used as is, left open: the caller
+ * proved it and owns it) or a path (opened and closed here). `podIps` (the
  * prevResult's, in interface order) tell whether the pod is IPv6, as Istio
  * reads it from the netns's first address. Throws the engine's errors and
  * RangeError/TypeError for an annotation that does not validate.
  */
-export async function programSidecar(netnsPath: string, pod: V1Pod, proxy: V1Container, opts: { backend: Backend; podIps: string[] }): Promise<void> {
+export async function programSidecar(netns: string | Netns, pod: V1Pod, proxy: V1Container, opts: { backend: Backend; podIps: string[] }): Promise<void> {
   const env = Object.fromEntries((proxy.env ?? []).filter((e) => typeof e.value === 'string').map((e) => [e.name, e.value!]));
   const input: Parameters<typeof sidecarConfigFromPod>[0] = { annotations: pod.metadata?.annotations ?? {}, proxyEnv: env, podIps: opts.podIps };
   const sc = proxy.securityContext;
@@ -46,7 +47,11 @@ export async function programSidecar(netnsPath: string, pod: V1Pod, proxy: V1Con
   if (typeof sc?.runAsGroup === 'number') input.proxyGid = sc.runAsGroup;
   const { dualStack: _d, ...cfg } = sidecarConfigFromPod(input);
   const model = sidecarRules(cfg);
-  const ns = Netns.open(netnsPath);
+  if (typeof netns !== 'string') {
+    await apply(netns, model, { backend: opts.backend });
+    return;
+  }
+  const ns = Netns.open(netns);
   try {
     await apply(ns, model, { backend: opts.backend });
   } finally {

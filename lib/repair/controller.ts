@@ -32,6 +32,7 @@ import { annotatePodViaStatus, podIps, podKey } from '../kube/pods.js';
 import { PODS } from '../kube/resources.js';
 import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
 import { EnrollError } from '../dataplane/errors.js';
+import type { NetnsRef } from '../dataplane/netns-ref.js';
 import { isNonRetryable, NonRetryable, realClock, WorkQueue, type Clock, type DropReason } from '../kube/work-queue.js';
 import { isResourceExhaustion } from '../util/resource-errors.js';
 import type { RepairResult, RepairType } from './results.js';
@@ -57,7 +58,12 @@ const DEFAULT_RESYNC_MS = 60_000;
 const DEFAULT_AMBIENT_GRACE_MS = 10_000;
 
 /** Where a pod's netns is (production: the agent's /proc scan with the ownership check); undefined: not found. */
-export type RepairNetnsResolver = (pod: V1Pod) => string | undefined | Promise<string | undefined>;
+/**
+ * Finds a pod's netns: a proved, open handle (the agent's /proc scan: the controller programs
+ * that fd and releases the reference once done, so a pid reused since the scan cannot redirect
+ * the rules elsewhere) or a path (tests, tools).
+ */
+export type RepairNetnsResolver = (pod: V1Pod) => string | NetnsRef | undefined | Promise<string | NetnsRef | undefined>;
 
 /** Ambient repair (beyond upstream). enroll() rejecting with NonRetryable or a non-retryable EnrollError falls back to delete/label. */
 export interface AmbientRepairHook {
@@ -358,26 +364,29 @@ export class RepairController {
       this.count('repair', 'skip');
       return;
     }
-    let netnsPath: string | undefined;
+    let target: string | NetnsRef | undefined;
     try {
-      netnsPath = await this.opts.resolveNetns(pod);
+      target = await this.opts.resolveNetns(pod);
     } catch (err) {
       this.count('repair', 'fail');
       throw new RepairError('NetnsNotFound', key, true, `finding the netns: ${message(err)}`, { cause: err });
     }
-    if (netnsPath === undefined) {
+    if (target === undefined) {
       // The sandbox may not be visible yet; the queue tries again (5 runs in all).
       this.count('repair', 'fail');
       throw new RepairError('NetnsNotFound', key, true, 'no netns found for the pod');
     }
+    const netnsPath = typeof target === 'string' ? target : target.ns.path;
     try {
-      await this.program(netnsPath, pod, el.proxy, { backend: this.backend, podIps: podIps(pod) });
+      await this.program(typeof target === 'string' ? target : target.ns, pod, el.proxy, { backend: this.backend, podIps: podIps(pod) });
     } catch (err) {
       this.count('repair', 'fail');
       // A bad annotation does not get better by retrying.
       const retryable = !(err instanceof RangeError || err instanceof TypeError);
       const e = new RepairError('ProgramFailed', key, retryable, `programming the sidecar rules in ${netnsPath}: ${message(err)}`, { cause: err });
       throw retryable ? e : new NonRetryable(e.message, { cause: e });
+    } finally {
+      if (typeof target !== 'string') target.release();
     }
     this.repairedUid.set(key, uid);
     this.stats.repaired++;

@@ -13,7 +13,11 @@ import { verify } from '../../lib/redirect/apply.js';
 import { sidecarRules } from '../../lib/redirect/sidecar.js';
 import { sidecarConfigFromPod } from '../../lib/redirect/annotations.js';
 import { parseRepairConfig, type RepairConfig } from '../../lib/repair/config.js';
-import { RepairController, RepairRbacError, REPAIR_COMPONENT, type AmbientRepairHook, type RepairResult, type RepairType } from '../../lib/repair/controller.js';
+import { RepairController, RepairRbacError, REPAIR_COMPONENT, type AmbientRepairHook, type RepairNetnsResolver, type RepairResult, type RepairType } from '../../lib/repair/controller.js';
+import { NetnsRef } from '../../lib/dataplane/netns-ref.js';
+import { mkdtempSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { missingAccess } from '../../lib/kube/access.js';
 import { REPAIR_DELETE_CLUSTER_ROLE } from '../../scripts/kube/rbac.mjs';
 import { agentIdentityWith } from '../helpers/rbac.js';
@@ -61,7 +65,7 @@ async function sidecarPod(ns: string, name: string, node: string, kind: 'broken'
   return patchPodStatus(admin, { namespace: ns, name }, { status: initStatus(kind, ip) });
 }
 
-function controller(node: string, env: Record<string, string>, extra: { resolveNetns?: (p: V1Pod) => string | undefined; ambient?: AmbientRepairHook } = {}) {
+function controller(node: string, env: Record<string, string>, extra: { resolveNetns?: RepairNetnsResolver; ambient?: AmbientRepairHook } = {}) {
   const config: RepairConfig = parseRepairConfig({ NODE_NAME: node, ...env });
   const metrics: Array<[RepairType, RepairResult]> = [];
   const deletedAt: number[] = [];
@@ -132,6 +136,44 @@ describeKube('repair controller', () => {
     await until('skipped', () => has(metrics, 'repair', 'skip'));
     expect(metrics.filter(([t, r]) => t === 'repair' && r === 'success')).toHaveLength(1);
     expect(ctl.stats.repaired).toBe(1);
+  }, 30_000);
+
+  it.skipIf(!privileged('iptables-save'))('programs the netns handle the resolver proved, not what its path names by then, and releases it', async () => {
+    kubeEnv();
+    const node = await AgentTestNode.create();
+    nodes.push(node);
+    const ns = await freshNamespace();
+    const [proved, other] = [await node.wire(), await node.wire()];
+    await adminClient().core.createNamespacedPod({ namespace: ns, body: sidecarBody('web', node.name) });
+    await patchPodStatus(adminClient(), { namespace: ns, name: 'web' }, { status: initStatus('broken', proved.ip4) });
+    // The path the handle was opened from names another netns by the time the rules go in
+    // (as /proc/<pid>/ns/net does once the pid exits and is reused).
+    const dir = mkdtempSync(join(tmpdir(), 'pwt-repair-ref-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const link = join(dir, 'net');
+    const refs: NetnsRef[] = [];
+    const resolveNetns = () => {
+      symlinkSync(proved.netnsPath, link);
+      const ref = NetnsRef.open(link);
+      unlinkSync(link);
+      symlinkSync(other.netnsPath, link);
+      refs.push(ref);
+      return ref;
+    };
+    const { ctl, metrics } = controller(node.name, {}, { resolveNetns });
+    await ctl.start();
+    await until('repaired', () => has(metrics, 'repair', 'success'));
+    const { dualStack: _d, ...cfg } = sidecarConfigFromPod({ annotations: { 'sidecar.istio.io/status': '{}' }, podIps: [proved.ip4] });
+    for (const [w, want] of [[proved, true], [other, false]] as const) {
+      const podNs = node.openPod(w);
+      try {
+        expect((await verify(podNs, sidecarRules(cfg), { backend: 'iptables' })).ok).toBe(want);
+      } finally {
+        podNs.close();
+      }
+    }
+    expect(refs).toHaveLength(1);
+    expect(refs[0]!.released).toBe(true);
   }, 30_000);
 
   it('repair mode without a netns: fails 5 times (the attempt limit), then gives up; no fallback action', async () => {
