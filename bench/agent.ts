@@ -1,6 +1,6 @@
 // The node agent end to end (lib/agent/agent.ts), against a control plane of
 // its own (real kube-apiserver + etcd), on simulated nodes in `pwt-bench-`
-// network namespaces, with a ztunnel-like peer (lib/zds/peer.ts, protocol
+// network namespaces, with a ztunnel-like peer (lib/testing/ztunnel-peer.ts, protocol
 // only) in this process. The agent runs in a child process of its own, so
 // its RSS is the agent's alone and each restart is a fresh process, as on a
 // node. Nothing is created in the machine's own network namespace.

@@ -2,7 +2,7 @@
 // over CRI (test/helpers/containerd.ts) in a `pwt-bench-cni-` node netns, the bench playing
 // the kubelet (Pod object first, then RunPodSandbox), a conflist of Debian's bridge +
 // host-local (dual stack), and the agent (lib/agent/agent.ts, nftables) in this process with
-// its installer writing the real chained entry, a ztunnel-like peer (lib/zds/peer.ts,
+// its installer writing the real chained entry, a ztunnel-like peer (lib/testing/ztunnel-peer.ts,
 // protocol only) acking the ZDS adds. Against a control plane of its own (startControlPlane).
 //
 // Measured in one run, N sandboxes each, one after another, each removed afterwards:

@@ -113,7 +113,7 @@ function portText(raw: string): string {
   return raw;
 }
 
-/** podwire-cni's upper bound for agent_wait_ms / agent_timeout_ms (native/cni-shim/shim_logic.h kMaxConfigMs). */
+/** podwire-cni's upper bound for agent_wait_ms / agent_timeout_ms (native/cni-shim/config.h kMaxConfigMs). */
 const PLUGIN_MAX_MS = 3_600_000;
 
 function duration(min: number) {

@@ -1,5 +1,5 @@
 // The repair controller's configuration (spec §4, §8.1): Istio's REPAIR_* settings, read like
-// the agent's and the installer's (lib/agent/config.ts readSettings): a flag on the command line
+// the agent's and the installer's (lib/settings/framework.ts readSettings): a flag on the command line
 // wins, else the environment variable, else the default; every value is validated at once and a
 // bad one is a ConfigError naming the setting and the value.
 //

@@ -1,4 +1,4 @@
-// The layering of lib/ (architecture.md "Layers"): a folder imports only folders of its own layer
+// The layering of lib/ (docs/development.md "Layout"; the design map's rule: no folder imports one above it): a folder imports only folders of its own layer
 // or below, never one above; lib/agent is imported by the CLI alone. Read from the sources, so a
 // new upward import fails here rather than in review.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
