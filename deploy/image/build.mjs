@@ -15,16 +15,19 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
-  accessSync, chmodSync, constants, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync,
+  chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync,
   readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, delimiter, dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newest } from '../../scripts/lib/newest.mjs';
+import { HostToolsError, inImage, netfilterTools, sharedLibs, which } from '../../scripts/lib/netfilter-tools.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SELF = fileURLToPath(import.meta.url);
+/** Shared with the upstream agent's image (its iptables + nft); part of the inputs key like SELF. */
+const NETFILTER_TOOLS_MODULE = fileURLToPath(new URL('../../scripts/lib/netfilter-tools.mjs', import.meta.url));
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 const VERSION = PKG.version;
 
@@ -99,20 +102,6 @@ function resolveArg(p) {
 
 // ---- prerequisites ----
 
-function which(tool) {
-  for (const d of (process.env.PATH ?? '').split(delimiter).concat(['/usr/sbin', '/sbin'])) {
-    if (!d) continue;
-    const p = join(d, tool);
-    try {
-      accessSync(p, constants.X_OK);
-      if (statSync(p).isFile()) return p;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
 /** Every tool and input, checked before anything is built; one error naming all that is missing. */
 function preflight() {
   const missing = [];
@@ -153,28 +142,6 @@ function run(cmd, args, opts = {}) {
   if (r.error) fail(`${cmd} ${args.join(' ')}: ${r.error.message}`);
   if (r.status !== 0) fail(`${cmd} ${args.join(' ')} exited ${r.status ?? r.signal}:\n${(r.stderr || r.stdout || '').trim()}`);
   return r.stdout;
-}
-
-/** Image path for a host path: the image is merged-/usr (/lib, /lib64, /bin, /sbin are links into /usr). */
-function inImage(p) {
-  return /^\/(lib|lib64|bin|sbin)\//.test(p) ? `/usr${p}` : p;
-}
-
-/** The shared libraries `file` loads (ldd's transitive closure, the dynamic loader included); [] for a static binary. */
-function sharedLibs(file) {
-  const r = spawnSync('ldd', [file], { encoding: 'utf8' });
-  const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
-  if (/not a dynamic executable|statically linked/.test(out)) return [];
-  if (r.status !== 0) fail(`ldd ${file} failed: ${out.trim()}`);
-  const libs = [];
-  for (const line of out.split('\n')) {
-    const t = line.trim();
-    if (!t || t.startsWith('linux-vdso') || t.startsWith('linux-gate')) continue;
-    if (/=> not found/.test(t)) fail(`${file} needs ${t.split(' ')[0]}, which is not installed`);
-    const m = /=>\s+(\/\S+)/.exec(t) ?? /^(\/\S+)\s+\(/.exec(t);
-    if (m) libs.push(m[1]);
-  }
-  return libs;
 }
 
 class Rootfs {
@@ -300,21 +267,9 @@ function stage(rootfs, work, found) {
   r.binary(found.env, '/usr/bin/env', 'env');
 
   // iptables (legacy and nft, both families, save/restore), nft, and the xtables modules they dlopen.
-  for (const v of ['legacy', 'nft']) r.binary(found[`xtables-${v}-multi`], `/usr/sbin/xtables-${v}-multi`, 'iptables + nft', 'iptables + nft libraries');
-  for (const fam of ['iptables', 'ip6tables']) {
-    for (const tool of ['', '-save', '-restore']) {
-      for (const v of ['legacy', 'nft']) r.link(`/usr/sbin/${fam}-${v}${tool}`, `xtables-${v}-multi`);
-      r.link(`/usr/sbin/${fam}${tool}`, 'xtables-nft-multi'); // the plain names: Debian's default alternative
-    }
-  }
-  r.binary(found.nft, '/usr/sbin/nft', 'iptables + nft', 'iptables + nft libraries');
-  const libxtables = sharedLibs(found['xtables-nft-multi']).find((l) => basename(l).startsWith('libxtables.so'));
-  if (!libxtables) fail(`${found['xtables-nft-multi']} does not load libxtables: cannot find the xtables modules`);
-  const modules = join(dirname(libxtables), 'xtables');
-  if (!existsSync(modules)) fail(`no xtables modules at ${modules} (iptables)`);
-  for (const m of readdirSync(modules).filter((f) => f.endsWith('.so')).sort()) {
-    r.binary(join(modules, m), inImage(join(modules, m)), 'xtables modules', 'iptables + nft libraries');
-  }
+  const netfilter = netfilterTools(found);
+  for (const b of netfilter.binaries) r.binary(b.src, b.dst, b.category, netfilter.libCategory);
+  for (const [dst, target] of Object.entries(netfilter.links)) r.link(dst, target);
 
   // The podwire package.
   for (const f of ['package.json', 'LICENSE']) r.copy(join(ROOT, f), `${APP}/${f}`, 'podwire dist + bin');
@@ -369,7 +324,7 @@ function hashTree(h, p) {
 /** A digest of what goes into the image: the project's files by content, the host's binaries and libraries by path, size and mtime. */
 function inputsKey(found, tag) {
   const h = createHash('sha256');
-  h.update(`${tag}\n`).update(readFileSync(SELF));
+  h.update(`${tag}\n`).update(readFileSync(SELF)).update(readFileSync(NETFILTER_TOOLS_MODULE));
   for (const f of ['package.json', 'package-lock.json', 'LICENSE', 'bin', 'dist', 'build/Release/podwire.node', 'build/Release/podwire-cni']) hashTree(h, join(ROOT, f));
   const host = [found.node, found.env, found.nft, found['xtables-legacy-multi'], found['xtables-nft-multi'], CA_BUNDLE];
   const libs = host.flatMap((b) => (b === CA_BUNDLE ? [] : sharedLibs(b)));
@@ -498,6 +453,10 @@ main(process.argv.slice(2)).catch((err) => {
   if (err instanceof BuildError) {
     log(err.message);
     process.exit(err.code);
+  }
+  if (err instanceof HostToolsError) {
+    log(err.message);
+    process.exit(1);
   }
   throw err;
 });
