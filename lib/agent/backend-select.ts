@@ -208,6 +208,7 @@ export async function selectIptablesVariant(host: Netns, opts: SelectIptablesOpt
   }
   const why = detected.source === 'env' ? `FORCE_IPTABLES_BINARY=${detected.mode}`
     : detected.source === 'state' ? `kept from an earlier start in ${stateFile}`
+      : detected.source === 'host-rules' ? `the host netns already holds an earlier agent's ISTIO_POSTRT chain in ${detected.mode} only`
       : detected.mode === 'legacy' ? 'iptables-legacy already holds rules in the host netns'
         : 'no iptables-legacy rules in the host netns';
   return { mode: detected.mode, detected, stateFile, reason: `${why}; iptables ${detected.version}`, warnings };

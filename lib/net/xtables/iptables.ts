@@ -26,8 +26,11 @@ export interface IptablesVariant {
 export interface IptablesBackend extends IptablesVariant {
   /** The ip6tables variant; null when none works here (IPv6 disabled). */
   v6: IptablesVariant | null;
-  /** Where the answer came from this time. */
-  source: 'env' | 'state' | 'detected';
+  /**
+   * Where the answer came from this time: `host-rules` when the host netns already holds Istio's
+   * host probe chain in exactly one variant (an earlier agent's, podwire's or upstream's).
+   */
+  source: 'env' | 'state' | 'detected' | 'host-rules';
 }
 
 /** xtables exit codes (`enum xtables_exittype`). */
@@ -260,7 +263,28 @@ async function holdsRules(ns: Netns, saveBin: string, env: Record<string, string
   return r !== undefined && r.code === 0 && r.stdout.split('\n').length - 1 >= 3;
 }
 
+/** Istio's host probe chain (`-t nat -N ISTIO_POSTRT`, lib/redirect/hostprobe.ts), as `<bin>-save` prints it. */
+const HOST_CHAIN = /^:ISTIO_POSTRT /m;
+
 /**
+ * The variant whose tables in this netns already hold Istio's host probe chain, when exactly one
+ * does: the variant an earlier agent committed this node's pods to. Upstream's agent keeps no
+ * state file and its own detection is not stable (below), so a node it ran can hold its rules in
+ * nft while `<legacy>-save` already prints tables; detecting afresh would then pick legacy and
+ * write a second, legacy set of rules into every pod it enrolled. Plain `-save` (no `-t`) lists
+ * only the tables that exist, so this creates none.
+ */
+async function hostChainOwner(ns: Netns, family: IpFamily, env: Record<string, string>): Promise<IptablesMode | undefined> {
+  const holders: IptablesMode[] = [];
+  for (const mode of ['legacy', 'nft'] as const) {
+    const r = await tryRun(ns, [binary(family, mode, 'save')], env);
+    if (r && r.code === 0 && HOST_CHAIN.test(r.stdout)) holders.push(mode);
+  }
+  return holders.length === 1 ? holders[0] : undefined;
+}
+
+/**
+ * An earlier agent's variant when the host netns shows one (hostChainOwner); else
  * Istio's choice for one family (`DetectIptablesVersion`): legacy when it is
  * usable and `<legacy>-save` already prints rules (≥ 3 lines), else nft when
  * usable, else the plain binary. Upstream probes every variant it looks at
@@ -269,8 +293,13 @@ async function holdsRules(ns: Netns, saveBin: string, env: Record<string, string
  * and flips to legacy. We probe only the variant we are about to choose.
  * Only stdout is counted (upstream counts stderr too): a warning is not a rule.
  */
-async function detectFamily(ns: Netns, family: IpFamily, env: Record<string, string>): Promise<IptablesVariant | undefined> {
+async function detectFamily(ns: Netns, family: IpFamily, env: Record<string, string>): Promise<(IptablesVariant & { adopted?: true }) | undefined> {
   const legacy = binary(family, 'legacy', '');
+  const owner = await hostChainOwner(ns, family, env);
+  if (owner) {
+    const v = await variantOf(ns, binary(family, owner, ''), env);
+    if (v && v.mode === owner && await usable(ns, binary(family, owner, ''), v, env)) return { ...v, adopted: true };
+  }
   if (await holdsRules(ns, `${legacy}-save`, env)) {
     const v = await variantOf(ns, legacy, env);
     if (v && await usable(ns, legacy, v, env)) return v;
@@ -350,7 +379,7 @@ export async function detectBackend(opts: DetectOptions): Promise<IptablesBacken
     const v4 = await detectFamily(ns, 4, childEnv);
     if (!v4) throw new NetError('no usable iptables binary (tried legacy, nft and the default)', { errno: osc.errno.ENOENT, op: 'iptables-detect' });
     const v6 = await detectFamily(ns, 6, childEnv);
-    result = { ...v4, v6: v6 ?? null, source: 'detected' };
+    result = { mode: v4.mode, version: v4.version, v6: v6 ? { mode: v6.mode, version: v6.version } : null, source: v4.adopted ? 'host-rules' : 'detected' };
   }
   if (stateFile !== undefined) writeState(stateFile, result);
   return result;

@@ -59,6 +59,31 @@ describe.skipIf(!privileged('iptables-legacy', 'iptables-nft', 'ip6tables-legacy
     expect([b6.mode, b6.v6?.mode]).toEqual(['nft', 'legacy']);
   });
 
+  it('keeps the variant that already holds Istio\'s host chain (a node upstream\'s agent ran), even where legacy holds other tables', async () => {
+    // As upstream leaves a node: its host rules in nft, and a legacy table of its own detection's
+    // probe, which alone would make a fresh detection choose legacy.
+    const HOST_CHAIN = '*nat\n:ISTIO_POSTRT - [0:0]\n-A POSTROUTING -j ISTIO_POSTRT\nCOMMIT\n';
+    const ns = await freshNetns();
+    for (const family of [4, 6] as const) {
+      await iptables.restore(ns, HOST_CHAIN, { mode: 'nft', family });
+      await iptables.restore(ns, LEGACY_RULE, { mode: 'legacy', family });
+    }
+    expect(await detectBackend({ netns: ns, env: {} })).toMatchObject({ mode: 'nft', v6: { mode: 'nft' }, source: 'host-rules' });
+
+    // The other way round: the chain in legacy only is kept in legacy.
+    const legacyNode = await freshNetns();
+    await iptables.restore(legacyNode, HOST_CHAIN, { mode: 'legacy', family: 4 });
+    expect(await detectBackend({ netns: legacyNode, env: {} })).toMatchObject({ mode: 'legacy', v6: { mode: 'nft' }, source: 'host-rules' });
+
+    // In both variants nothing tells which one the pods use: Istio's rules decide (legacy holds rules).
+    const both = await freshNetns();
+    await iptables.restore(both, HOST_CHAIN, { mode: 'legacy', family: 4 });
+    await iptables.restore(both, HOST_CHAIN, { mode: 'nft', family: 4 });
+    expect(await detectBackend({ netns: both, env: {} })).toMatchObject({ mode: 'legacy', source: 'detected' });
+    // A forced variant still wins over the chain.
+    expect((await detectBackend({ netns: ns, env: { FORCE_IPTABLES_BINARY: 'legacy' } })).mode).toBe('legacy');
+  });
+
   it('obeys FORCE_IPTABLES_BINARY and rejects other values', async () => {
     const ns = await freshNetns();
     const b = await detectBackend({ netns: ns, env: { FORCE_IPTABLES_BINARY: 'legacy' } });
