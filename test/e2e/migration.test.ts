@@ -1,0 +1,273 @@
+// Moving a node from upstream's agent to podwire's and back without restarting a pod, end to end
+// (docs/migration.md): the real cluster of test/e2e/node.test.ts (one kubelet node), Istio's own
+// `istio-cni` chart from the istio.io/istio module running upstream's agent built from the same
+// module (bench/lib/istio-image.ts), then `helm install podwire --take-ownership --force`, which
+// replaces the DaemonSet `istio-cni-node` in place: the DaemonSet controller rolls its pod, the
+// old agent sees its DaemonSet still there and keeps the node's state (upstream:
+// ShouldStopCleanup; podwire: docs/agent.md "On SIGTERM"), and the new one adopts it. Then the
+// same back to upstream. Throughout each switch every ambient pod connects to TEST_NET:80 in
+// turn, one attempt every 100 ms: only a pod whose in-pod redirection is in place (to the ztunnel
+// stand-in's 15001 in its netns) gets such a connection accepted, so a failed attempt is a pod
+// that was unredirected at that moment. The tests run in order on one cluster.
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startE2eCluster, type E2eCluster } from '../helpers/cluster.js';
+import { CHART_DIR, Helm } from '../helpers/helm.js';
+import { privileged } from '../helpers/privileged.js';
+import { until } from '../helpers/kube.js';
+import { NODE_TOOLS } from '../../scripts/kube/node.mjs';
+import { PODWIRE_IMAGE, VERSION } from '../../scripts/kube/images.mjs';
+import { Netns } from '../../lib/net/netns/netns.js';
+import { connectTcp } from '../../lib/net/sock/connect.js';
+import { sleep } from '../../lib/util/sleep.js';
+import { ensureIstioModule } from '../../bench/lib/istio-cni.js';
+import { UPSTREAM_IMAGE, UPSTREAM_TAG, upstreamAgentImage } from '../../bench/lib/istio-image.js';
+import { TEST_NET, deployment, list, namespace } from './manifests.js';
+
+const NS = 'e2e-migrate';
+const REPLICAS = 6;
+
+interface PodState {
+  name: string; uid: string; ip: string; ready: boolean;
+  /** When Ready last changed: the same value after a switch means the pod never went unready. */
+  readySince: string;
+  restarts: number;
+  annotations: Record<string, string>;
+}
+
+/** One switch's probe traffic: attempts, the failed ones (unredirected), and when they were. */
+interface ProbeRun { attempts: number; unredirected: number; failures: Array<{ atMs: number; pod: string; error: string }> }
+
+describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from upstream\'s agent to podwire\'s and back: no pod restarted, no in-pod rule rewritten, nothing unredirected', () => {
+  let c: E2eCluster;
+  let helm: Helm;
+  let upstreamChart: string;
+  const results: Record<string, { probes: ProbeRun; helmMs: number; agentReadyMs: number }> = {};
+
+  const kubectl = (args: string[], input?: string) => c.kubectl(args, input === undefined ? {} : { input });
+  const node = () => c.nodes[0]!;
+  const z = () => c.ztunnels.get(node().name)!;
+  const pods = (): PodState[] => (c.getJson(['get', 'pods', '-n', NS]).items as any[]).map((p) => {
+    const ready = (p.status.conditions ?? []).find((x: any) => x.type === 'Ready');
+    return {
+      name: p.metadata.name, uid: p.metadata.uid, ip: p.status.podIP ?? '', ready: ready?.status === 'True', readySince: ready?.lastTransitionTime ?? '',
+      restarts: (p.status.containerStatuses ?? []).reduce((n: number, s: any) => n + s.restartCount, 0), annotations: p.metadata.annotations ?? {},
+    };
+  });
+  const agents = () => (c.getJson(['get', 'pods', '-n', 'istio-system', '-l', 'k8s-app=istio-cni-node']).items as any[]);
+  /** The one agent pod, once it runs `image` and is Ready (and no other agent pod is left). */
+  const agentReady = (image: string) => () => {
+    const a = agents();
+    return a.length === 1 && a[0].spec.containers[0].image === image && a[0].metadata.deletionTimestamp === undefined &&
+      (a[0].status.conditions ?? []).some((x: any) => x.type === 'Ready' && x.status === 'True') ? a[0] : undefined;
+  };
+  const capturedAtStart = (uid: string) => z().captures.some((x) => x.uid === uid && x.port === 15001 && x.origDst.address === TEST_NET && x.origDst.port === 80);
+
+  /** The pid of host pid `pid` in the node's pid namespace (NSpid's second level). */
+  const nsPid = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:'))!.split(/\s+/)[2]);
+  /** argv in the pod's netns, run from the node's namespaces (so the node's paths and the host's tools). */
+  const podExec = (uid: string, argv: string[]) => {
+    const pid = c.podPids(uid)[0];
+    if (!pid) throw new Error(`pod ${uid}: no process`);
+    const r = node().exec(['nsenter', `--net=/proc/${nsPid(pid)}/ns/net`, '--', ...argv]);
+    if (r.code !== 0) throw new Error(`${argv.join(' ')} in pod ${uid}: exit ${r.code}: ${r.stderr.trim()}`);
+    return r.stdout;
+  };
+  /**
+   * Every netfilter rule of the pod as the tools print it: nft with rule handles (a rule deleted
+   * and added again gets a new handle), and both iptables variants of both families without
+   * their `#` comment lines (which carry the time).
+   */
+  const podRules = (uid: string) => [
+    podExec(uid, ['nft', '-a', 'list', 'ruleset']),
+    ...['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save'].map((t) => `${t}:\n${podExec(uid, [t]).replace(/^#.*\n/gm, '')}`),
+  ].join('\n').replace(COUNTERS, '$1');
+  /** Packet counters (nft's `counter packets N bytes M`, iptables-save's `[N:M]`): traffic moves them, a rewrite does not show in them. */
+  const COUNTERS = /(counter) packets \d+ bytes \d+|\[\d+:\d+\]/g;
+  /** The node's host-side state the agents share: the probe set's members and the host rules. */
+  const probeSet = () => [...node().exec(['ipset', 'list', '-o', 'save']).stdout.matchAll(/^add (\S+) (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`).sort();
+  const hostRules = () => ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']
+    .map((t) => `${t}:\n${node().exec([t]).stdout.replace(/^#.*\n/gm, '')}`).join('\n').replace(COUNTERS, '$1');
+
+  /** Everything that must not change across a switch. */
+  const snapshot = () => {
+    const ps = pods().sort((a, b) => a.name.localeCompare(b.name));
+    return {
+      pods: ps.map((p) => ({ name: p.name, uid: p.uid, ip: p.ip, ready: p.ready, readySince: p.readySince, restarts: p.restarts, redirection: p.annotations['ambient.istio.io/redirection'] })),
+      // The sandbox's first process and its netns: a recreated sandbox has others.
+      sandboxes: ps.map((p) => {
+        const pid = c.podPids(p.uid)[0]!;
+        return `${p.name} ${pid} ${readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[21]}`;
+      }),
+      rules: Object.fromEntries(ps.map((p) => [p.name, podRules(p.uid)])),
+      ztunnel: [...z().active.keys()].filter((uid) => ps.some((p) => p.uid === uid)).sort(),
+      probeSet: probeSet(),
+    };
+  };
+
+  /**
+   * Connects from the pods to TEST_NET:80 in turn, one attempt every `everyMs`, each allowed
+   * 1 s, until stop() — which resolves once every attempt has ended.
+   */
+  const probeTraffic = (everyMs = 100) => {
+    const targets = pods().map((p) => ({ name: p.name, ns: Netns.open(c.podNetnsPath(p.uid)) }));
+    const run: ProbeRun = { attempts: 0, unredirected: 0, failures: [] };
+    const t0 = performance.now();
+    const inflight = new Set<Promise<void>>();
+    let i = 0;
+    const attempt = () => {
+      const t = targets[i++ % targets.length]!;
+      run.attempts++;
+      const at = performance.now() - t0;
+      const p = connectTcp(t.ns, TEST_NET, 80, { timeoutMs: 1000 }).then((s) => { s.destroy(); }, (err: Error) => {
+        run.unredirected++;
+        run.failures.push({ atMs: Math.round(at), pod: t.name, error: err.message });
+      }).finally(() => inflight.delete(p));
+      inflight.add(p);
+    };
+    const timer = setInterval(attempt, everyMs);
+    attempt();
+    return {
+      run,
+      async stop(): Promise<ProbeRun> {
+        clearInterval(timer);
+        await Promise.all([...inflight]);
+        for (const t of targets) t.ns.close();
+        return run;
+      },
+    };
+  };
+
+  // The same values for both charts (podwire's takes an istio-cni values file as it is); only the
+  // tag differs: upstream's image is <hub>/install-cni:<tag>, podwire's <hub>/podwire:<tag>.
+  const values = () => helm.valuesFile({ ambient: { enabled: true }, global: { hub: 'localhost', imagePullPolicy: 'IfNotPresent' } });
+  const helmRun = (args: string[]) => helm.run(args, { kubeconfig: c.cp.adminKubeconfig, timeoutMs: 300_000 });
+
+  /**
+   * The whole switch from release `from` to `to`, as docs/migration.md gives it: install `to`
+   * over the live objects (--take-ownership adopts them, --force replaces them whole so nothing
+   * of the other chart's pod template survives a merge), wait for its agent, then drop `from`'s
+   * release record (a `helm uninstall` would delete the DaemonSet) and what only `from` had.
+   */
+  const switchRelease = async (from: string, to: { release: string; chart: string; tag: string; image: string; set?: string[] }) => {
+    const fromObjects = (await helmRun(['get', 'manifest', from, '-n', 'istio-system'])).stdout.split(/^---$/m)
+      .map((d) => ({ kind: /^kind: (\S+)/m.exec(d)?.[1], name: /^ {2}name: (\S+)/m.exec(d)?.[1]?.replace(/^"|"$/g, '') }))
+      .filter((o): o is { kind: string; name: string } => !!o.kind && !!o.name);
+    const connects = z().counters.connects;
+    const traffic = probeTraffic();
+    const t0 = performance.now();
+    await helmRun(['install', to.release, to.chart, '-n', 'istio-system', '-f', values(), '--set', `global.tag=${to.tag}`, ...(to.set ?? []).flatMap((x) => ['--set', x]), '--take-ownership', '--force', '--wait', '--timeout', '240s']);
+    const helmMs = performance.now() - t0;
+    await until(`the ${to.release} agent Ready`, agentReady(to.image), 180_000, 250);
+    // Its ZDS connection's snapshot: the stand-in has the new agent's complete pod list.
+    await until('the new agent\'s snapshot at ztunnel', () => z().counters.connects > connects && z().snapshotReceived, 60_000, 100);
+    const agentReadyMs = performance.now() - t0;
+    kubectl(['-n', 'istio-system', 'delete', 'secret', '-l', `owner=helm,name=${from}`]);
+    for (const o of fromObjects) {
+      const live = kubectl(['get', o.kind, o.name, '-n', 'istio-system', '-o', 'jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}', '--ignore-not-found']).stdout;
+      if (live !== to.release) kubectl(['delete', o.kind, o.name, '-n', 'istio-system', '--ignore-not-found', '--wait=true']);
+    }
+    await sleep(3000); // probe traffic past the cleanup, at least 30 attempts
+    const probes = await traffic.stop();
+    results[`${from} → ${to.release}`] = { probes, helmMs, agentReadyMs };
+    process.stderr.write(`migration ${from} → ${to.release}: ${probes.attempts} probes, ${probes.unredirected} unredirected; helm install ${(helmMs / 1000).toFixed(1)} s, new agent ready + ztunnel snapshot ${(agentReadyMs / 1000).toFixed(1)} s${probes.failures.length ? `; failures ${JSON.stringify(probes.failures.slice(0, 20))}` : ''}\n`);
+    return probes;
+  };
+
+  beforeAll(async () => {
+    const image = upstreamAgentImage();
+    upstreamChart = join(ensureIstioModule(), 'manifests', 'charts', 'istio-cni');
+    c = await startE2eCluster({ nodes: 1 });
+    for (const n of c.nodes) n.importImage(image.tarball);
+    helm = await Helm.open();
+  }, 1_200_000);
+
+  afterEach((ctx) => {
+    if (ctx.task.result?.state !== 'fail' || !c) return;
+    const out: string[] = [kubectl(['get', 'pods', '-A', '-o', 'wide']).stdout];
+    out.push(kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']).stdout.split('\n').slice(-30).join('\n'));
+    const logs = `${node().dir}/pod-logs`;
+    for (const d of readdirSync(logs).filter((x) => x.startsWith('istio-system_istio-cni-node'))) {
+      try {
+        for (const f of readdirSync(`${logs}/${d}/install-cni`)) out.push(`--- ${d} ${f}\n${readFileSync(`${logs}/${d}/install-cni/${f}`, 'utf8').split('\n').slice(-40).join('\n')}`);
+      } catch {
+        // the pod's logs went with it
+      }
+    }
+    out.push(`--- kubelet\n${node().log('kubelet.log', 30)}`);
+    process.stderr.write(`${out.join('\n')}\n`);
+  });
+
+  afterAll(async () => {
+    if (Object.keys(results).length) process.stderr.write(`migration results: ${JSON.stringify(results)}\n`);
+    helm?.close();
+    await c?.stop();
+  }, 120_000);
+
+  it('1. Istio\'s chart with upstream\'s agent: the ambient pods are redirected before their containers start, in ztunnel, in the probe set', async () => {
+    await helmRun(['install', 'istio-cni', upstreamChart, '-n', 'istio-system', '--create-namespace', '-f', values(), '--set', `global.tag=${UPSTREAM_TAG}`, '--wait', '--timeout', '240s']);
+    await until('upstream\'s agent Ready', agentReady(UPSTREAM_IMAGE), 120_000, 500);
+    kubectl(['apply', '-f', '-'], list(namespace(NS, { 'istio.io/dataplane-mode': 'ambient' }), deployment(NS, 'web', REPLICAS)));
+    const ready = await until(`${REPLICAS} Ready pods`, () => {
+      const ps = pods();
+      return ps.length === REPLICAS && ps.every((p) => p.ready) ? ps : undefined;
+    }, 240_000, 1000);
+    for (const p of ready) {
+      expect(capturedAtStart(p.uid), `${p.name}'s first connection was redirected`).toBe(true);
+      expect(z().active.has(p.uid), `${p.name} in ztunnel`).toBe(true);
+      expect(p.annotations['ambient.istio.io/redirection']).toBe('enabled');
+    }
+    expect(probeSet().map((e) => e.split(' ')[1]).sort()).toEqual(ready.map((p) => p.ip).sort());
+    const conflist = JSON.parse(readFileSync(`${node().dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
+    expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
+  }, 600_000);
+
+  /** A switch keeps every pod as it was, then the new agent enrolls a new pod as its own. */
+  const expectCarriedOver = async (before: ReturnType<typeof snapshot>, probes: ProbeRun) => {
+    const after = snapshot();
+    expect(after.pods).toEqual(before.pods);
+    expect(after.sandboxes).toEqual(before.sandboxes);
+    for (const name of Object.keys(before.rules)) expect(after.rules[name], `${name}'s rules`).toBe(before.rules[name]);
+    expect(after.ztunnel).toEqual(before.ztunnel);
+    expect(after.probeSet).toEqual(before.probeSet);
+    expect(probes.attempts).toBeGreaterThan(30);
+    expect(probes.failures).toEqual([]);
+    // The new agent enrolls a pod of its own (through its plugin, before the container starts).
+    const known = new Set(after.pods.map((p) => p.uid));
+    kubectl(['-n', NS, 'scale', 'deployment', 'web', `--replicas=${after.pods.length + 1}`]);
+    const added = await until('the added pod Ready', () => pods().find((p) => !known.has(p.uid) && p.ready), 120_000, 500);
+    expect(capturedAtStart(added.uid), 'the added pod was redirected from its start').toBe(true);
+    await until('the added pod in the probe set', () => probeSet().some((e) => e.endsWith(` ${added.ip}`)), 30_000, 200);
+  };
+
+  it('2. upstream → podwire: helm install podwire --take-ownership --force; podwire\'s agent adopts every pod without restarting or rewriting it', async () => {
+    const before = snapshot();
+    const hostBefore = hostRules();
+    const probes = await switchRelease('istio-cni', { release: 'podwire', chart: CHART_DIR, tag: VERSION, image: PODWIRE_IMAGE });
+    const hostAfter = hostRules();
+    if (hostAfter !== hostBefore) process.stderr.write(`migration: host rules differ after upstream → podwire:\n--- before\n${hostBefore}\n--- after\n${hostAfter}\n`);
+    await expectCarriedOver(before, probes);
+    const conflist = JSON.parse(readFileSync(`${node().dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
+    expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
+    // Upstream's RBAC went with its release record; its ServiceAccount too.
+    const left = kubectl(['get', 'clusterrole,clusterrolebinding,serviceaccount', '-A', '-o', 'name']).stdout.split('\n');
+    expect(left.filter((n) => /\/istio-cni(-repair-role|-ambient|-repair-rolebinding)?$/.test(n))).toEqual([]);
+  }, 900_000);
+
+  it('3. podwire → upstream: helm install istio-cni --take-ownership --force; upstream\'s agent adopts every pod, podwire\'s own included, without restarting or rewriting it', async () => {
+    const before = snapshot();
+    const hostBefore = hostRules();
+    // Step 0 of the way back (docs/migration.md): upstream's agent re-detects the iptables
+    // variant at every start and, on a node an agent ran on, gets legacy (its own first
+    // detection left a legacy nat table); pinned to the variant podwire kept, it finds every
+    // pod's rules where they are. Without it (measured): a second, legacy set in every pod.
+    const kept = JSON.parse(readFileSync(join(node().dir, 'istio-cni', 'iptables-backend.json'), 'utf8')) as { mode: string };
+    expect(kept.mode).toBe('nft'); // what upstream's first start chose, and podwire adopted
+    const probes = await switchRelease('podwire', { release: 'istio-cni', chart: upstreamChart, tag: UPSTREAM_TAG, image: UPSTREAM_IMAGE, set: [`env.FORCE_IPTABLES_BINARY=${kept.mode}`] });
+    const hostAfter = hostRules();
+    if (hostAfter !== hostBefore) process.stderr.write(`migration: host rules differ after podwire → upstream:\n--- before\n${hostBefore}\n--- after\n${hostAfter}\n`);
+    await expectCarriedOver(before, probes);
+    expect(kubectl(['get', 'serviceaccount', '-n', 'istio-system', '-o', 'name']).stdout).not.toContain('serviceaccount/podwire');
+  }, 900_000);
+});
