@@ -9,6 +9,7 @@
 // turn, one attempt every 100 ms: only a pod whose in-pod redirection is in place (to the ztunnel
 // stand-in's 15001 in its netns) gets such a connection accepted, so a failed attempt is a pod
 // that was unredirected at that moment. The tests run in order on one cluster.
+import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,14 +19,15 @@ import { privileged } from '../helpers/privileged.js';
 import { until } from '../helpers/kube.js';
 import { NODE_TOOLS } from '../../scripts/kube/node.mjs';
 import { PODWIRE_IMAGE, VERSION } from '../../scripts/kube/images.mjs';
-import { Netns } from '../../lib/net/netns/netns.js';
-import { connectTcp } from '../../lib/net/sock/connect.js';
+import { BUSYBOX_BINARY } from '../../scripts/lib/oci-image.mjs';
 import { sleep } from '../../lib/util/sleep.js';
 import { ensureIstioModule } from '../../bench/lib/istio-cni.js';
 import { UPSTREAM_IMAGE, UPSTREAM_TAG, upstreamAgentImage } from '../../bench/lib/istio-image.js';
-import { TEST_NET, deployment, list, namespace } from './manifests.js';
+import { TEST_NET, deployment, list, namespace, pod } from './manifests.js';
 
 const NS = 'e2e-migrate';
+/** The host's static busybox (the test apps' image is made of it): its sh, nc and sleep. */
+const BUSYBOX = BUSYBOX_BINARY;
 const REPLICAS = 6;
 
 interface PodState {
@@ -36,8 +38,8 @@ interface PodState {
   annotations: Record<string, string>;
 }
 
-/** One switch's probe traffic: attempts, the failed ones (unredirected), and when they were. */
-interface ProbeRun { attempts: number; unredirected: number; failures: Array<{ atMs: number; pod: string; error: string }> }
+/** One switch's probe traffic: attempts (in all, per pod), the failed ones (unredirected), and when they were. */
+interface ProbeRun { attempts: number; unredirected: number; perPod: Record<string, number>; failures: Array<{ atMs: number; pod: string; error: string }> }
 
 describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from upstream\'s agent to podwire\'s and back: no pod restarted, no in-pod rule rewritten, nothing unredirected', () => {
   let c: E2eCluster;
@@ -48,7 +50,7 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
   const kubectl = (args: string[], input?: string) => c.kubectl(args, input === undefined ? {} : { input });
   const node = () => c.nodes[0]!;
   const z = () => c.ztunnels.get(node().name)!;
-  const pods = (): PodState[] => (c.getJson(['get', 'pods', '-n', NS]).items as any[]).map((p) => {
+  const pods = (ns = NS): PodState[] => (c.getJson(['get', 'pods', '-n', ns]).items as any[]).map((p) => {
     const ready = (p.status.conditions ?? []).find((x: any) => x.type === 'Ready');
     return {
       name: p.metadata.name, uid: p.metadata.uid, ip: p.status.podIP ?? '', ready: ready?.status === 'True', readySince: ready?.lastTransitionTime ?? '',
@@ -107,33 +109,43 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
   };
 
   /**
-   * Connects from the pods to TEST_NET:80 in turn, one attempt every `everyMs`, each allowed
-   * 1 s, until stop() — which resolves once every attempt has ended.
+   * Probe traffic from every pod, each in a loop of its own: connect to TEST_NET:80 (1 s allowed),
+   * then 100 ms pause, until stop(). The loops are busybox shells in the pods' netns (children of
+   * this process, nothing else of the host), so the test's own synchronous kubectl calls never
+   * pause them; each attempt prints `ok` or `fail`, stamped here as it arrives.
    */
-  const probeTraffic = (everyMs = 100) => {
-    const targets = pods().map((p) => ({ name: p.name, ns: Netns.open(c.podNetnsPath(p.uid)) }));
-    const run: ProbeRun = { attempts: 0, unredirected: 0, failures: [] };
+  const probeTraffic = (targets: Array<{ name: string; uid: string }> = pods()) => {
+    const run: ProbeRun = { attempts: 0, unredirected: 0, perPod: {}, failures: [] };
     const t0 = performance.now();
-    const inflight = new Set<Promise<void>>();
-    let i = 0;
-    const attempt = () => {
-      const t = targets[i++ % targets.length]!;
-      run.attempts++;
-      const at = performance.now() - t0;
-      const p = connectTcp(t.ns, TEST_NET, 80, { timeoutMs: 1000 }).then((s) => { s.destroy(); }, (err: Error) => {
-        run.unredirected++;
-        run.failures.push({ atMs: Math.round(at), pod: t.name, error: err.message });
-      }).finally(() => inflight.delete(p));
-      inflight.add(p);
-    };
-    const timer = setInterval(attempt, everyMs);
-    attempt();
+    const script = `while :; do if ${BUSYBOX} nc -w 1 ${TEST_NET} 80 </dev/null >/dev/null 2>&1; then echo ok; else echo fail; fi; ${BUSYBOX} sleep 0.1; done`;
+    const loops = targets.map((p) => {
+      // A process group of its own: stop() kills the shell and its nc at once.
+      const child = spawn('nsenter', [`--net=${c.podNetnsPath(p.uid)}`, '--', BUSYBOX, 'sh', '-c', script], { stdio: ['ignore', 'pipe', 'ignore'], detached: true });
+      let buf = '';
+      child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+        buf += d;
+        for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          run.attempts++;
+          run.perPod[p.name] = (run.perPod[p.name] ?? 0) + 1;
+          if (line !== 'ok') {
+            run.unredirected++;
+            run.failures.push({ atMs: Math.round(performance.now() - t0), pod: p.name, error: line });
+          }
+        }
+      });
+      return child;
+    });
     return {
-      run,
+      attempts: () => run.attempts,
       async stop(): Promise<ProbeRun> {
-        clearInterval(timer);
-        await Promise.all([...inflight]);
-        for (const t of targets) t.ns.close();
+        await Promise.all(loops.map((l) => {
+          if (l.exitCode !== null || l.signalCode !== null) return undefined;
+          const exited = new Promise((r) => l.once('exit', r));
+          process.kill(-l.pid!, 'SIGKILL');
+          return exited;
+        }));
         return run;
       },
     };
@@ -170,8 +182,9 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     }
     await sleep(3000); // probe traffic past the cleanup, at least 30 attempts
     const probes = await traffic.stop();
+    const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
     results[`${from} → ${to.release}`] = { probes, helmMs, agentReadyMs };
-    process.stderr.write(`migration ${from} → ${to.release}: ${probes.attempts} probes, ${probes.unredirected} unredirected; helm install ${(helmMs / 1000).toFixed(1)} s, new agent ready + ztunnel snapshot ${(agentReadyMs / 1000).toFixed(1)} s${probes.failures.length ? `; failures ${JSON.stringify(probes.failures.slice(0, 20))}` : ''}\n`);
+    process.stderr.write(`migration ${from} → ${to.release}: ${probes.attempts} probes (${Math.min(...Object.values(probes.perPod))}-${Math.max(...Object.values(probes.perPod))} per pod), ${probes.unredirected} unredirected; helm install ${sec(helmMs)}, new agent ready + ztunnel snapshot ${sec(agentReadyMs)}${probes.failures.length ? `; failures ${JSON.stringify(probes.failures.slice(0, 20))}` : ''}\n`);
     return probes;
   };
 
@@ -208,7 +221,8 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
   it('1. Istio\'s chart with upstream\'s agent: the ambient pods are redirected before their containers start, in ztunnel, in the probe set', async () => {
     await helmRun(['install', 'istio-cni', upstreamChart, '-n', 'istio-system', '--create-namespace', '-f', values(), '--set', `global.tag=${UPSTREAM_TAG}`, '--wait', '--timeout', '240s']);
     await until('upstream\'s agent Ready', agentReady(UPSTREAM_IMAGE), 120_000, 500);
-    kubectl(['apply', '-f', '-'], list(namespace(NS, { 'istio.io/dataplane-mode': 'ambient' }), deployment(NS, 'web', REPLICAS)));
+    kubectl(['apply', '-f', '-'], list(namespace(NS, { 'istio.io/dataplane-mode': 'ambient' }), deployment(NS, 'web', REPLICAS),
+      namespace('e2e-plain'), pod('e2e-plain', 'control')));
     const ready = await until(`${REPLICAS} Ready pods`, () => {
       const ps = pods();
       return ps.length === REPLICAS && ps.every((p) => p.ready) ? ps : undefined;
@@ -221,6 +235,18 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     expect(probeSet().map((e) => e.split(' ')[1]).sort()).toEqual(ready.map((p) => p.ip).sort());
     const conflist = JSON.parse(readFileSync(`${node().dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
     expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
+    // Upstream's rules are in nft, and its detection's usability probe (a rule added and deleted
+    // with iptables-legacy) left a legacy nat table: what makes a fresh detection here say legacy.
+    expect(node().exec(['iptables-nft-save', '-t', 'nat']).stdout).toMatch(/^:ISTIO_POSTRT /m);
+    expect(node().exec(['iptables-legacy-save']).stdout).toMatch(/^\*nat$/m);
+    expect(node().exec(['iptables-legacy-save']).stdout).not.toMatch(/ISTIO/);
+
+    // The probe loop's control: from a pod outside the mesh every attempt fails.
+    const control = await until('the control pod Ready', () => pods('e2e-plain').find((p) => p.ready), 120_000, 500);
+    const traffic = probeTraffic([control]);
+    await until('control probes', () => traffic.attempts() >= 3, 30_000, 200);
+    const run = await traffic.stop();
+    expect(run.unredirected).toBe(run.attempts);
   }, 600_000);
 
   /** A switch keeps every pod as it was, then the new agent enrolls a new pod as its own. */
@@ -231,7 +257,8 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     for (const name of Object.keys(before.rules)) expect(after.rules[name], `${name}'s rules`).toBe(before.rules[name]);
     expect(after.ztunnel).toEqual(before.ztunnel);
     expect(after.probeSet).toEqual(before.probeSet);
-    expect(probes.attempts).toBeGreaterThan(30);
+    // Every pod probed throughout (a loop is ~10 attempts a second while redirected).
+    for (const p of before.pods) expect(probes.perPod[p.name] ?? 0, `${p.name}'s probes`).toBeGreaterThan(30);
     expect(probes.failures).toEqual([]);
     // The new agent enrolls a pod of its own (through its plugin, before the container starts).
     const known = new Set(after.pods.map((p) => p.uid));
