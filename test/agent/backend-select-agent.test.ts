@@ -1,4 +1,5 @@
-// The agent's iptables variant, chosen in its host netns as upstream does (legacy when
+// The agent's iptables variant, chosen in its host netns: the variant of an earlier agent's host chain
+// when only one holds it, else as upstream does (legacy when
 // iptables-legacy already holds rules there, else nft), kept in <run dir>/iptables-backend.json
 // and reused, shown in podwire_backend_info and the start-up log. The "host" is the simulated
 // node's pwt- netns (entered through <proc root>/1/ns/net); the rules there are made with the
@@ -101,6 +102,24 @@ describeKube('the iptables variant the agent programs', () => {
         expect(state(node)).toMatchObject({ mode: 'nft', v6: { mode: 'nft' } });
         await agent.stop({ cleanup: true });
       }
+    },
+  );
+
+  it.skipIf(!privileged('iptables-legacy', 'iptables-nft', 'ip6tables-legacy', 'ip6tables-nft', 'ipset'))(
+    'a node upstream\'s agent ran (its host chain in nft, a legacy table of its detection probe, no state file) → nft, so its pods\' rules are found where they are',
+    async () => {
+      // Upstream's host rule in nft; `iptables-legacy-save` prints a table, which alone says legacy.
+      const upstreamHost = '*nat\n:ISTIO_POSTRT - [0:0]\n-A POSTROUTING -j ISTIO_POSTRT\nCOMMIT\n';
+      const { node, agent, logs } = await setup(async (n) => {
+        for (const family of [4, 6] as const) {
+          await iptables.restore(n.node, upstreamHost, { mode: 'nft', family });
+          await iptables.restore(n.node, HOST_RULES, { mode: 'legacy', family });
+        }
+      });
+      expect(agent.iptables).toMatchObject({ mode: 'nft', detected: { source: 'host-rules', v6: { mode: 'nft' } } });
+      expect(await hostRuleIn(node)).toEqual(['nft/v4', 'nft/v6']);
+      expect(logs.some((l) => l.includes('iptables variant: nft (the host netns already holds an earlier agent\'s ISTIO_POSTRT chain in nft only'))).toBe(true);
+      expect(state(node)).toMatchObject({ mode: 'nft', v6: { mode: 'nft' } });
     },
   );
 
