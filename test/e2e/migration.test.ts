@@ -1,5 +1,5 @@
 // Moving a node from upstream's agent to podwire's and back without restarting a pod, end to end
-// (docs/migration.md): the real cluster of test/e2e/node.test.ts (one kubelet node), Istio's own
+// (docs/migration.md): the real cluster of test/e2e/node.test.ts (two kubelet nodes), Istio's own
 // `istio-cni` chart from the istio.io/istio module running upstream's agent built from the same
 // module (bench/lib/istio-image.ts), then `helm install podwire --take-ownership --force`, which
 // replaces the DaemonSet `istio-cni-node` in place: the DaemonSet controller rolls its pod, the
@@ -29,9 +29,11 @@ const NS = 'e2e-migrate';
 /** The host's static busybox (the test apps' image is made of it): its sh, nc and sleep. */
 const BUSYBOX = BUSYBOX_BINARY;
 const REPLICAS = 6;
+/** Two nodes: the DaemonSet rolls them one after the other, so each switch passes through a cluster running both agents. */
+const NODES = 2;
 
 interface PodState {
-  name: string; uid: string; ip: string; ready: boolean;
+  name: string; uid: string; ip: string; node: string; ready: boolean;
   /** When Ready last changed: the same value after a switch means the pod never went unready. */
   readySince: string;
   restarts: number;
@@ -48,32 +50,31 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
   const results: Record<string, { probes: ProbeRun; helmMs: number; agentReadyMs: number }> = {};
 
   const kubectl = (args: string[], input?: string) => c.kubectl(args, input === undefined ? {} : { input });
-  const node = () => c.nodes[0]!;
-  const z = () => c.ztunnels.get(node().name)!;
+  const z = (nodeName: string) => c.ztunnels.get(nodeName)!;
   const pods = (ns = NS): PodState[] => (c.getJson(['get', 'pods', '-n', ns]).items as any[]).map((p) => {
     const ready = (p.status.conditions ?? []).find((x: any) => x.type === 'Ready');
     return {
-      name: p.metadata.name, uid: p.metadata.uid, ip: p.status.podIP ?? '', ready: ready?.status === 'True', readySince: ready?.lastTransitionTime ?? '',
+      name: p.metadata.name, uid: p.metadata.uid, ip: p.status.podIP ?? '', node: p.spec.nodeName ?? '', ready: ready?.status === 'True', readySince: ready?.lastTransitionTime ?? '',
       restarts: (p.status.containerStatuses ?? []).reduce((n: number, s: any) => n + s.restartCount, 0), annotations: p.metadata.annotations ?? {},
     };
   });
   const agents = () => (c.getJson(['get', 'pods', '-n', 'istio-system', '-l', 'k8s-app=istio-cni-node']).items as any[]);
-  /** The one agent pod, once it runs `image` and is Ready (and no other agent pod is left). */
+  /** Every node's agent pod, once each runs `image` and is Ready (and no other agent pod is left). */
   const agentReady = (image: string) => () => {
     const a = agents();
-    return a.length === 1 && a[0].spec.containers[0].image === image && a[0].metadata.deletionTimestamp === undefined &&
-      (a[0].status.conditions ?? []).some((x: any) => x.type === 'Ready' && x.status === 'True') ? a[0] : undefined;
+    return a.length === NODES && a.every((x) => x.spec.containers[0].image === image && x.metadata.deletionTimestamp === undefined &&
+      (x.status.conditions ?? []).some((y: any) => y.type === 'Ready' && y.status === 'True')) ? a : undefined;
   };
-  const capturedAtStart = (uid: string) => z().captures.some((x) => x.uid === uid && x.port === 15001 && x.origDst.address === TEST_NET && x.origDst.port === 80);
+  const capturedAtStart = (p: { uid: string; node: string }) => z(p.node).captures.some((x) => x.uid === p.uid && x.port === 15001 && x.origDst.address === TEST_NET && x.origDst.port === 80);
 
   /** The pid of host pid `pid` in the node's pid namespace (NSpid's second level). */
   const nsPid = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:'))!.split(/\s+/)[2]);
   /** argv in the pod's netns, run from the node's namespaces (so the node's paths and the host's tools). */
-  const podExec = (uid: string, argv: string[]) => {
-    const pid = c.podPids(uid)[0];
-    if (!pid) throw new Error(`pod ${uid}: no process`);
-    const r = node().exec(['nsenter', `--net=/proc/${nsPid(pid)}/ns/net`, '--', ...argv]);
-    if (r.code !== 0) throw new Error(`${argv.join(' ')} in pod ${uid}: exit ${r.code}: ${r.stderr.trim()}`);
+  const podExec = (p: { uid: string; node: string }, argv: string[]) => {
+    const pid = c.podPids(p.uid)[0];
+    if (!pid) throw new Error(`pod ${p.uid}: no process`);
+    const r = c.nodeOf(p.node).exec(['nsenter', `--net=/proc/${nsPid(pid)}/ns/net`, '--', ...argv]);
+    if (r.code !== 0) throw new Error(`${argv.join(' ')} in pod ${p.uid}: exit ${r.code}: ${r.stderr.trim()}`);
     return r.stdout;
   };
   /**
@@ -81,29 +82,31 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
    * and added again gets a new handle), and both iptables variants of both families without
    * their `#` comment lines (which carry the time).
    */
-  const podRules = (uid: string) => [
-    podExec(uid, ['nft', '-a', 'list', 'ruleset']),
-    ...['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save'].map((t) => `${t}:\n${podExec(uid, [t]).replace(/^#.*\n/gm, '')}`),
+  const podRules = (p: { uid: string; node: string }) => [
+    podExec(p, ['nft', '-a', 'list', 'ruleset']),
+    ...['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save'].map((t) => `${t}:\n${podExec(p, [t]).replace(/^#.*\n/gm, '')}`),
   ].join('\n').replace(COUNTERS, '$1');
   /** Packet counters (nft's `counter packets N bytes M`, iptables-save's `[N:M]`): traffic moves them, a rewrite does not show in them. */
   const COUNTERS = /(counter) packets \d+ bytes \d+|\[\d+:\d+\]/g;
-  /** The node's host-side state the agents share: the probe set's members and the host rules. */
-  const probeSet = () => [...node().exec(['ipset', 'list', '-o', 'save']).stdout.matchAll(/^add (\S+) (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`).sort();
-  const hostRules = () => ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']
-    .map((t) => `${t}:\n${node().exec([t]).stdout.replace(/^#.*\n/gm, '')}`).join('\n').replace(COUNTERS, '$1');
+  /** The nodes' host-side state the agents share: the probe sets' members (`<node> <set> <ip>`) and the host rules. */
+  const probeSet = () => c.nodes.flatMap((n) => [...n.exec(['ipset', 'list', '-o', 'save']).stdout.matchAll(/^add (\S+) (\S+)/gm)].map((m) => `${n.name} ${m[1]} ${m[2]}`)).sort();
+  const hostRules = () => c.nodes.map((n) => ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']
+    .map((t) => `${n.name} ${t}:\n${n.exec([t]).stdout.replace(/^#.*\n/gm, '')}`).join('\n')).join('\n').replace(COUNTERS, '$1');
+  /** Every ztunnel's pods of the test namespace, as `<node> <uid>`. */
+  const ztunnelMembers = (ps: PodState[]) => c.nodes.flatMap((n) => [...z(n.name).active.keys()].filter((uid) => ps.some((p) => p.uid === uid)).map((uid) => `${n.name} ${uid}`)).sort();
 
   /** Everything that must not change across a switch. */
   const snapshot = () => {
     const ps = pods().sort((a, b) => a.name.localeCompare(b.name));
     return {
-      pods: ps.map((p) => ({ name: p.name, uid: p.uid, ip: p.ip, ready: p.ready, readySince: p.readySince, restarts: p.restarts, redirection: p.annotations['ambient.istio.io/redirection'] })),
+      pods: ps.map((p) => ({ name: p.name, uid: p.uid, ip: p.ip, node: p.node, ready: p.ready, readySince: p.readySince, restarts: p.restarts, redirection: p.annotations['ambient.istio.io/redirection'] })),
       // The sandbox's first process and its netns: a recreated sandbox has others.
       sandboxes: ps.map((p) => {
         const pid = c.podPids(p.uid)[0]!;
         return `${p.name} ${pid} ${readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[21]}`;
       }),
-      rules: Object.fromEntries(ps.map((p) => [p.name, podRules(p.uid)])),
-      ztunnel: [...z().active.keys()].filter((uid) => ps.some((p) => p.uid === uid)).sort(),
+      rules: Object.fromEntries(ps.map((p) => [p.name, podRules(p)])),
+      ztunnel: ztunnelMembers(ps),
       probeSet: probeSet(),
     };
   };
@@ -166,14 +169,14 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     const fromObjects = (await helmRun(['get', 'manifest', from, '-n', 'istio-system'])).stdout.split(/^---$/m)
       .map((d) => ({ kind: /^kind: (\S+)/m.exec(d)?.[1], name: /^ {2}name: (\S+)/m.exec(d)?.[1]?.replace(/^"|"$/g, '') }))
       .filter((o): o is { kind: string; name: string } => !!o.kind && !!o.name);
-    const connects = z().counters.connects;
+    const connects = new Map(c.nodes.map((n) => [n.name, z(n.name).counters.connects]));
     const traffic = probeTraffic();
     const t0 = performance.now();
     await helmRun(['install', to.release, to.chart, '-n', 'istio-system', '-f', values(), '--set', `global.tag=${to.tag}`, ...(to.set ?? []).flatMap((x) => ['--set', x]), '--take-ownership', '--force', '--wait', '--timeout', '240s']);
     const helmMs = performance.now() - t0;
     await until(`the ${to.release} agent Ready`, agentReady(to.image), 180_000, 250);
     // Its ZDS connection's snapshot: the stand-in has the new agent's complete pod list.
-    await until('the new agent\'s snapshot at ztunnel', () => z().counters.connects > connects && z().snapshotReceived, 60_000, 100);
+    await until('the new agents\' snapshots at ztunnel', () => c.nodes.every((n) => z(n.name).counters.connects > connects.get(n.name)! && z(n.name).snapshotReceived), 60_000, 100);
     const agentReadyMs = performance.now() - t0;
     kubectl(['-n', 'istio-system', 'delete', 'secret', '-l', `owner=helm,name=${from}`]);
     for (const o of fromObjects) {
@@ -191,7 +194,7 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
   beforeAll(async () => {
     const image = upstreamAgentImage();
     upstreamChart = join(ensureIstioModule(), 'manifests', 'charts', 'istio-cni');
-    c = await startE2eCluster({ nodes: 1 });
+    c = await startE2eCluster({ nodes: NODES });
     for (const n of c.nodes) n.importImage(image.tarball);
     helm = await Helm.open();
   }, 1_200_000);
@@ -200,15 +203,17 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     if (ctx.task.result?.state !== 'fail' || !c) return;
     const out: string[] = [kubectl(['get', 'pods', '-A', '-o', 'wide']).stdout];
     out.push(kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']).stdout.split('\n').slice(-30).join('\n'));
-    const logs = `${node().dir}/pod-logs`;
-    for (const d of readdirSync(logs).filter((x) => x.startsWith('istio-system_istio-cni-node'))) {
-      try {
-        for (const f of readdirSync(`${logs}/${d}/install-cni`)) out.push(`--- ${d} ${f}\n${readFileSync(`${logs}/${d}/install-cni/${f}`, 'utf8').split('\n').slice(-40).join('\n')}`);
-      } catch {
-        // the pod's logs went with it
+    for (const n of c.nodes) {
+      const logs = `${n.dir}/pod-logs`;
+      for (const d of readdirSync(logs).filter((x) => x.startsWith('istio-system_istio-cni-node'))) {
+        try {
+          for (const f of readdirSync(`${logs}/${d}/install-cni`)) out.push(`--- ${n.name} ${d} ${f}\n${readFileSync(`${logs}/${d}/install-cni/${f}`, 'utf8').split('\n').slice(-40).join('\n')}`);
+        } catch {
+          // the pod's logs went with it
+        }
       }
+      out.push(`--- ${n.name} kubelet\n${n.log('kubelet.log', 30)}`);
     }
-    out.push(`--- kubelet\n${node().log('kubelet.log', 30)}`);
     process.stderr.write(`${out.join('\n')}\n`);
   });
 
@@ -227,19 +232,22 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
       const ps = pods();
       return ps.length === REPLICAS && ps.every((p) => p.ready) ? ps : undefined;
     }, 240_000, 1000);
+    expect(new Set(ready.map((p) => p.node)).size).toBe(NODES); // the scheduler spread them
     for (const p of ready) {
-      expect(capturedAtStart(p.uid), `${p.name}'s first connection was redirected`).toBe(true);
-      expect(z().active.has(p.uid), `${p.name} in ztunnel`).toBe(true);
+      expect(capturedAtStart(p), `${p.name}'s first connection was redirected`).toBe(true);
+      expect(z(p.node).active.has(p.uid), `${p.name} in its node's ztunnel`).toBe(true);
       expect(p.annotations['ambient.istio.io/redirection']).toBe('enabled');
     }
-    expect(probeSet().map((e) => e.split(' ')[1]).sort()).toEqual(ready.map((p) => p.ip).sort());
-    const conflist = JSON.parse(readFileSync(`${node().dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
-    expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
-    // Upstream's rules are in nft, and its detection's usability probe (a rule added and deleted
-    // with iptables-legacy) left a legacy nat table: what makes a fresh detection here say legacy.
-    expect(node().exec(['iptables-nft-save', '-t', 'nat']).stdout).toMatch(/^:ISTIO_POSTRT /m);
-    expect(node().exec(['iptables-legacy-save']).stdout).toMatch(/^\*nat$/m);
-    expect(node().exec(['iptables-legacy-save']).stdout).not.toMatch(/ISTIO/);
+    expect(probeSet().map((e) => `${e.split(' ')[0]} ${e.split(' ')[2]}`).sort()).toEqual(ready.map((p) => `${p.node} ${p.ip}`).sort());
+    for (const n of c.nodes) {
+      const conflist = JSON.parse(readFileSync(`${n.dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
+      expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
+      // Upstream's rules are in nft, and its detection's usability probe (a rule added and deleted
+      // with iptables-legacy) left a legacy nat table: what makes a fresh detection here say legacy.
+      expect(n.exec(['iptables-nft-save', '-t', 'nat']).stdout).toMatch(/^:ISTIO_POSTRT /m);
+      expect(n.exec(['iptables-legacy-save']).stdout).toMatch(/^\*nat$/m);
+      expect(n.exec(['iptables-legacy-save']).stdout).not.toMatch(/ISTIO/);
+    }
 
     // The probe loop's control: from a pod outside the mesh every attempt fails.
     const control = await until('the control pod Ready', () => pods('e2e-plain').find((p) => p.ready), 120_000, 500);
@@ -264,8 +272,8 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     const known = new Set(after.pods.map((p) => p.uid));
     kubectl(['-n', NS, 'scale', 'deployment', 'web', `--replicas=${after.pods.length + 1}`]);
     const added = await until('the added pod Ready', () => pods().find((p) => !known.has(p.uid) && p.ready), 120_000, 500);
-    expect(capturedAtStart(added.uid), 'the added pod was redirected from its start').toBe(true);
-    await until('the added pod in the probe set', () => probeSet().some((e) => e.endsWith(` ${added.ip}`)), 30_000, 200);
+    expect(capturedAtStart(added), 'the added pod was redirected from its start').toBe(true);
+    await until('the added pod in its node\'s probe set', () => probeSet().some((e) => e.startsWith(`${added.node} `) && e.endsWith(` ${added.ip}`)), 30_000, 200);
   };
 
   it('2. upstream → podwire: helm install podwire --take-ownership --force; podwire\'s agent adopts every pod without restarting or rewriting it', async () => {
@@ -275,8 +283,10 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     const hostAfter = hostRules();
     if (hostAfter !== hostBefore) process.stderr.write(`migration: host rules differ after upstream → podwire:\n--- before\n${hostBefore}\n--- after\n${hostAfter}\n`);
     await expectCarriedOver(before, probes);
-    const conflist = JSON.parse(readFileSync(`${node().dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
-    expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
+    for (const n of c.nodes) {
+      const conflist = JSON.parse(readFileSync(`${n.dir}/cni-net/10-pwt-bridge.conflist`, 'utf8')) as { plugins: Array<{ type: string }> };
+      expect(conflist.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap', 'istio-cni']);
+    }
     // Upstream's RBAC went with its release record; its ServiceAccount too.
     const left = kubectl(['get', 'clusterrole,clusterrolebinding,serviceaccount', '-A', '-o', 'name']).stdout.split('\n');
     expect(left.filter((n) => /\/istio-cni(-repair-role|-ambient|-repair-rolebinding)?$/.test(n))).toEqual([]);
@@ -289,8 +299,9 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     // variant at every start and, on a node an agent ran on, gets legacy (its own first
     // detection left a legacy nat table); pinned to the variant podwire kept, it finds every
     // pod's rules where they are. Without it (measured): a second, legacy set in every pod.
-    const kept = JSON.parse(readFileSync(join(node().dir, 'istio-cni', 'iptables-backend.json'), 'utf8')) as { mode: string };
-    expect(kept.mode).toBe('nft'); // what upstream's first start chose, and podwire adopted
+    const modes = c.nodes.map((n) => (JSON.parse(readFileSync(join(n.dir, 'istio-cni', 'iptables-backend.json'), 'utf8')) as { mode: string }).mode);
+    expect(modes).toEqual(c.nodes.map(() => 'nft')); // what upstream's first start chose, and podwire adopted
+    const kept = { mode: modes[0]! };
     const probes = await switchRelease('podwire', { release: 'istio-cni', chart: upstreamChart, tag: UPSTREAM_TAG, image: UPSTREAM_IMAGE, set: [`env.FORCE_IPTABLES_BINARY=${kept.mode}`] });
     const hostAfter = hostRules();
     if (hostAfter !== hostBefore) process.stderr.write(`migration: host rules differ after podwire → upstream:\n--- before\n${hostBefore}\n--- after\n${hostAfter}\n`);
