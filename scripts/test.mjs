@@ -36,7 +36,7 @@ function alive(pid) {
 // concurrent run on the same machine and are not ours to report.
 function checkMounts(phase, before) {
   const leaked = [...pwtMounts()].filter((m) => !before.has(m)).filter((m) => {
-    const pid = Number(/pwt-(?:[a-z]+-)*(\d+)-/.exec(m)?.[1]);
+    const pid = Number(/pwt-(?:[a-z]+-)*(\d+)(?:-|$)/.exec(m)?.[1]);
     return !(pid && pid !== process.pid && alive(pid));
   });
   if (leaked.length) {
@@ -64,12 +64,13 @@ if (built.some((f) => !existsSync(f) || statSync(f).mtimeMs < nativeTime)) {
 console.log('> building TypeScript');
 if (run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json']).status !== 0) process.exit(1);
 
-// 3. The test control plane's binaries (kube-apiserver, etcd) and helm for the chart
-// tests, built from their Go modules on a machine's first run and cached
-// (scripts/kube/build.mjs); vitest's global setup starts the control plane. A failed
-// build is a failure, never a skip.
-console.log('> kube-apiserver, etcd and helm for the tests (cached after the first build)');
-if (run(process.execPath, [join(root, 'scripts/kube/build.mjs'), ...(process.env.PODWIRE_E2E === '1' ? [] : ['--control-plane-only'])], { capture: true }).status !== 0) {
+// 3. The test control plane's binaries (kube-apiserver, etcd), the real node's (kubelet,
+// kube-controller-manager, kube-scheduler, kubectl: test/e2e) and helm for the chart tests,
+// built from their Go modules on a machine's first run and cached (scripts/kube/build.mjs);
+// vitest's global setup starts the control plane, test/e2e its own cluster. A failed build is
+// a failure, never a skip.
+console.log('> kube-apiserver, etcd, kubelet, controller-manager, scheduler, kubectl and helm for the tests (cached after the first build)');
+if (run(process.execPath, [join(root, 'scripts/kube/build.mjs')], { capture: true }).status !== 0) {
   console.log('> kube: building the control plane failed');
   process.env.PODWIRE_KUBE_BUILD_FAILED = '1';
 }

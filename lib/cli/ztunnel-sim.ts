@@ -28,12 +28,13 @@ export function validateSocketName(v: string): string {
 export const command: Command = {
   summary: 'Run a ztunnel-like ZDS peer: ack the node agent, open ztunnel\'s listeners in every pod netns.',
   usage: [
-    'Usage: podwire ztunnel-sim [--socket PATH] [--no-listeners] [--json]',
+    'Usage: podwire ztunnel-sim [--socket PATH] [--no-listeners] [--json] [--reconnect-max MS]',
     '                           [--ack-delay MS] [--nack UID]... [--close-after N] [--crash-mid-snapshot N]',
     '',
     `  --socket PATH           the node agent's ZDS socket (default ${ZTUNNEL_SOCKET_PATH}; @name for abstract)`,
     '  --no-listeners          protocol only: hold the netns fds, bind nothing',
     '  --json                  one JSON object per event line',
+    '  --reconnect-max MS      longest wait between connection attempts (default 15000; doubling from 100)',
     '  --ack-delay MS          wait before every ack (fault injection)',
     '  --nack UID              answer adds for UID with a nack (repeatable)',
     '  --close-after N         drop the connection after N more acked messages (once)',
@@ -45,7 +46,7 @@ export const command: Command = {
   async run(argv) {
     const args = parseArgs(argv, {
       booleans: ['no-listeners', 'json'],
-      strings: ['socket', 'ack-delay', 'close-after', 'crash-mid-snapshot'],
+      strings: ['socket', 'ack-delay', 'close-after', 'crash-mid-snapshot', 'reconnect-max'],
       repeatable: ['nack'],
     });
     noExtraPositionals(args);
@@ -60,7 +61,9 @@ export const command: Command = {
       closeAfterMessages: nonNegative('close-after', args.values.get('close-after')),
       crashMidSnapshot: nonNegative('crash-mid-snapshot', args.values.get('crash-mid-snapshot')),
     };
-    const peer = new ZtunnelPeer({ path, listeners: !args.flags.has('no-listeners'), faults });
+    const backoffMaxMs = nonNegative('reconnect-max', args.values.get('reconnect-max'));
+    if (backoffMaxMs === 0) throw new UsageError('--reconnect-max needs at least 1 ms (0 would retry in a busy loop)');
+    const peer = new ZtunnelPeer({ path, listeners: !args.flags.has('no-listeners'), faults, ...(backoffMaxMs !== undefined ? { backoffMaxMs } : {}) });
     const print = (event: string, fields: Record<string, unknown>) => {
       if (json) process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), event, ...fields })}\n`);
       else process.stdout.write(`${event}${Object.entries(fields).map(([k, v]) => ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join('')}\n`);

@@ -80,6 +80,8 @@ describe('podwire ztunnel-sim rejects bad values instead of retrying forever', (
     [['--close-after', '-1'], '--close-after'],
     [['--crash-mid-snapshot', '1.5'], '--crash-mid-snapshot'],
     [['--nack', ''], '--nack'],
+    [['--reconnect-max', '0'], '--reconnect-max'],
+    [['--reconnect-max', '1e3'], '--reconnect-max'],
     [['stray'], 'stray'],
   ];
   it.each(bad)('ztunnel-sim %j', async (args, names) => {
@@ -89,10 +91,16 @@ describe('podwire ztunnel-sim rejects bad values instead of retrying forever', (
   }, 20_000);
 
   it('accepts the longest path sun_path holds (107 bytes) and keeps retrying it', async () => {
-    const p = spawnCli(['ztunnel-sim', '--no-listeners', '--socket', `/tmp/pwt-${process.pid}-${'s'.repeat(107 - `/tmp/pwt-${process.pid}-`.length)}`], { timeoutMs: 3000 });
+    // Killed once it has reported a failed attempt (and so is retrying), however long its start took.
+    const p = spawnCli(['ztunnel-sim', '--no-listeners', '--socket', `/tmp/pwt-${process.pid}-${'s'.repeat(107 - `/tmp/pwt-${process.pid}-`.length)}`], { timeoutMs: 60_000 });
+    let seen = '';
+    p.child.stdout!.on('data', (d: string) => {
+      seen += d;
+      if (seen.includes('connect-failed')) p.child.kill('SIGKILL');
+    });
     const r = await p.done;
     expect(r.signal, `${r.out}${r.err}`).toBe('SIGKILL');  // still running: a valid name is retried, as ztunnel does
     expect(r.out).toContain('connect-failed');
     expect(r.out).toContain('ENOENT');
-  }, 20_000);
+  }, 90_000);
 });

@@ -2,21 +2,22 @@
 // own with a controller-manager and a scheduler, and real kubelet nodes, with the images the
 // tests run imported into every node's runtime: pause, busybox (the apps) and podwire's own
 // image (`npm run image`, rebuilt only when its inputs changed). Per node, a ztunnel stand-in
-// (ZtunnelPeer) in the test process holds the node's ZDS socket, as ztunnel's DaemonSet would.
+// (`podwire ztunnel-sim` in a process of its own: test/helpers/ztunnel-process.ts) holds the node's
+// ZDS socket, as ztunnel's DaemonSet would.
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster, type Cluster } from '../../scripts/kube/cluster.mjs';
 import { clusterImages } from '../../scripts/kube/images.mjs';
 import type { KubeNode } from '../../scripts/kube/node.mjs';
-import { ZtunnelPeer } from '../../lib/testing/ztunnel-peer.js';
+import { ZtunnelProcess } from './ztunnel-process.js';
 
 export { PODWIRE_IMAGE } from '../../scripts/kube/images.mjs';
 export { BUSYBOX_REF } from './oci-image.js';
 
 export interface E2eCluster extends Cluster {
   /** One ztunnel stand-in per node, by node name. */
-  ztunnels: Map<string, ZtunnelPeer>;
+  ztunnels: Map<string, ZtunnelProcess>;
   /** kubectl's stdout, parsed (`-o json` is added). */
   getJson(args: string[]): any;
   /** Every process of the node whose cgroup path names pod `uid`; the first is the sandbox's (lowest pid). */
@@ -27,16 +28,16 @@ export interface E2eCluster extends Cluster {
   nodeOf(nodeName: string): KubeNode;
 }
 
-/** Starts the cluster (`nodes` kubelets) with the images imported and a ZtunnelPeer per node. */
+/** Starts the cluster (`nodes` kubelets) with the images imported and a ztunnel stand-in per node. */
 export async function startE2eCluster(opts: { nodes?: number } = {}): Promise<E2eCluster> {
   const { images, sandboxImage } = clusterImages();
   const dir = mkdtempSync(join(tmpdir(), `pwt-cluster-${process.pid}-`));
   const cluster = await startCluster({
     dir, nodes: opts.nodes ?? 2, images, sandboxImage, log: (m: string) => process.stderr.write(`${m}\n`),
   });
-  const ztunnels = new Map<string, ZtunnelPeer>();
+  const ztunnels = new Map<string, ZtunnelProcess>();
   for (const n of cluster.nodes) {
-    ztunnels.set(n.name, new ZtunnelPeer({ path: join(n.dir, 'ztunnel', 'ztunnel.sock'), backoffMaxMs: 500 }).start());
+    ztunnels.set(n.name, new ZtunnelProcess(join(n.dir, 'ztunnel', 'ztunnel.sock'), join(n.dir, 'logs', 'ztunnel-sim.jsonl')).start());
   }
   const stop = cluster.stop;
   const e2e: E2eCluster = {
