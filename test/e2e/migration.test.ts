@@ -20,7 +20,6 @@ import { until } from '../helpers/kube.js';
 import { NODE_TOOLS } from '../../scripts/kube/node.mjs';
 import { PODWIRE_IMAGE, VERSION } from '../../scripts/kube/images.mjs';
 import { BUSYBOX_BINARY } from '../../scripts/lib/oci-image.mjs';
-import { sleep } from '../../lib/util/sleep.js';
 import { ensureIstioModule } from '../../bench/lib/istio-cni.js';
 import { UPSTREAM_IMAGE, UPSTREAM_TAG, upstreamAgentImage } from '../../bench/lib/istio-image.js';
 import { TEST_NET, deployment, list, namespace, pod } from './manifests.js';
@@ -142,6 +141,7 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     });
     return {
       attempts: () => run.attempts,
+      perPod: () => run.perPod,
       async stop(): Promise<ProbeRun> {
         await Promise.all(loops.map((l) => {
           if (l.exitCode !== null || l.signalCode !== null) return undefined;
@@ -183,7 +183,9 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
       const live = kubectl(['get', o.kind, o.name, '-n', 'istio-system', '-o', 'jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}', '--ignore-not-found']).stdout;
       if (live !== to.release) kubectl(['delete', o.kind, o.name, '-n', 'istio-system', '--ignore-not-found', '--wait=true']);
     }
-    await sleep(3000); // probe traffic past the cleanup, at least 30 attempts
+    // Probe traffic past the cleanup too: ten more attempts from every pod.
+    const after = { ...traffic.perPod() };
+    await until('ten more probes from every pod', () => Object.keys(after).every((name) => traffic.perPod()[name]! >= after[name]! + 10), 60_000, 100);
     const probes = await traffic.stop();
     const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
     results[`${from} → ${to.release}`] = { probes, helmMs, agentReadyMs };
