@@ -36,7 +36,7 @@ function parse(argv) {
 
 try {
   const { nodes } = parse(process.argv.slice(2));
-  if (existsSync(join(dir, 'cluster.json')) || existsSync(dir)) {
+  if (existsSync(dir)) {
     throw new Error(`a cluster is already up (or half removed) in ${dir}; npm run cluster:down first`);
   }
   const { images, sandboxImage } = clusterImages();
