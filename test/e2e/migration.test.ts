@@ -10,7 +10,7 @@
 // stand-in's 15001 in its netns) gets such a connection accepted, so a failed attempt is a pod
 // that was unredirected at that moment. The tests run in order on one cluster.
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startE2eCluster, type E2eCluster } from '../helpers/cluster.js';
@@ -202,21 +202,7 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
   }, 1_200_000);
 
   afterEach((ctx) => {
-    if (ctx.task.result?.state !== 'fail' || !c) return;
-    const out: string[] = [kubectl(['get', 'pods', '-A', '-o', 'wide']).stdout];
-    out.push(kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']).stdout.split('\n').slice(-30).join('\n'));
-    for (const n of c.nodes) {
-      const logs = `${n.dir}/pod-logs`;
-      for (const d of readdirSync(logs).filter((x) => x.startsWith('istio-system_istio-cni-node'))) {
-        try {
-          for (const f of readdirSync(`${logs}/${d}/install-cni`)) out.push(`--- ${n.name} ${d} ${f}\n${readFileSync(`${logs}/${d}/install-cni/${f}`, 'utf8').split('\n').slice(-40).join('\n')}`);
-        } catch {
-          // the pod's logs went with it
-        }
-      }
-      out.push(`--- ${n.name} kubelet\n${n.log('kubelet.log', 30)}`);
-    }
-    process.stderr.write(`${out.join('\n')}\n`);
+    if (ctx.task.result?.state === 'fail' && c) process.stderr.write(`${c.diagnostics()}\n`);
   });
 
   afterAll(async () => {

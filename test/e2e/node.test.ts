@@ -73,21 +73,7 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox'))('a real node: kubelet, sc
 
   // A failed step prints what a person would look at: pods, events, the agents' and kubelets' logs.
   afterEach((ctx) => {
-    if (ctx.task.result?.state !== 'fail' || !c) return;
-    const out: string[] = [kubectl(['get', 'pods', '-A', '-o', 'wide']).stdout];
-    out.push(kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']).stdout.split('\n').slice(-40).join('\n'));
-    for (const n of c.nodes) {
-      const logs = `${n.dir}/pod-logs`;
-      for (const d of readdirSync(logs).filter((x) => x.startsWith('istio-system_istio-cni-node'))) {
-        try {
-          for (const f of readdirSync(`${logs}/${d}/install-cni`)) out.push(`--- ${n.name} ${d} ${f}\n${readFileSync(`${logs}/${d}/install-cni/${f}`, 'utf8').split('\n').slice(-30).join('\n')}`);
-        } catch {
-          // the pod's logs went with it
-        }
-      }
-      out.push(`--- ${n.name} kubelet\n${n.log('kubelet.log', 30)}`);
-    }
-    process.stderr.write(`${out.join('\n')}\n`);
+    if (ctx.task.result?.state === 'fail' && c) process.stderr.write(`${c.diagnostics()}\n`);
   });
 
   afterAll(async () => {

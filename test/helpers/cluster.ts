@@ -26,6 +26,8 @@ export interface E2eCluster extends Cluster {
   podNetnsPath(uid: string): string;
   /** The node the pod runs on. */
   nodeOf(nodeName: string): KubeNode;
+  /** What a person looks at when a step failed: pods, the newest events, the agents' and kubelets' log tails. */
+  diagnostics(): string;
 }
 
 /** Starts the cluster (`nodes` kubelets) with the images imported and a ztunnel stand-in per node. */
@@ -67,6 +69,25 @@ export async function startE2eCluster(opts: { nodes?: number } = {}): Promise<E2
       const path = `/proc/${pids[0]}/ns/net`;
       readlinkSync(path);
       return path;
+    },
+    diagnostics() {
+      const kubectl = (args: string[]) => cluster.kubectl(args, { allowFail: true }).stdout;
+      const out: string[] = [kubectl(['get', 'pods', '-A', '-o', 'wide'])];
+      out.push(kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']).split('\n').slice(-40).join('\n'));
+      for (const n of cluster.nodes) {
+        const logs = join(n.dir, 'pod-logs');
+        for (const d of readdirSync(logs).filter((x) => x.startsWith('istio-system_istio-cni-node'))) {
+          try {
+            for (const f of readdirSync(join(logs, d, 'install-cni'))) {
+              out.push(`--- ${n.name} ${d} ${f}\n${readFileSync(join(logs, d, 'install-cni', f), 'utf8').split('\n').slice(-40).join('\n')}`);
+            }
+          } catch {
+            // the pod's logs went with it
+          }
+        }
+        out.push(`--- ${n.name} kubelet\n${n.log('kubelet.log', 30)}`);
+      }
+      return out.join('\n');
     },
     nodeOf(nodeName) {
       const n = cluster.nodes.find((x) => x.name === nodeName);
