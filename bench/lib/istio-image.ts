@@ -30,7 +30,9 @@ export class UpstreamImageError extends Error {
 
 /** The archive of upstream's agent image (built when missing); throws UpstreamImageError when it cannot be. */
 export function upstreamAgentImage(opts: { log?: (m: string) => void } = {}): { ref: string; tarball: string } {
-  const bins = ensureIstioAgent({ log: opts.log });
+  // 18 min per Go build: on a fresh machine the plugin's build (istio.io/istio's whole module) ran
+  // past the default 480 s beside the other test files.
+  const bins = ensureIstioAgent({ log: opts.log, timeoutS: 1080 });
   if (!bins.agent || !bins.plugin) throw new UpstreamImageError(`upstream's agent: ${bins.why}`);
   const netfilter = netfilterTools();
   const empty = (dst: string) => ({ dst, data: Buffer.alloc(0), mode: 0o644 });

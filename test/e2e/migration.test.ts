@@ -199,7 +199,7 @@ describe.skipIf(!privileged(...NODE_TOOLS, 'busybox', 'go'))('moving a node from
     c = await startE2eCluster({ nodes: NODES });
     for (const n of c.nodes) n.importImage(image.tarball);
     helm = await Helm.open();
-  }, 1_200_000);
+  }, 2_700_000); // a first run builds upstream's plugin and agent (two Go builds of up to 18 min each)
 
   afterEach((ctx) => {
     if (ctx.task.result?.state === 'fail' && c) process.stderr.write(`${c.diagnostics()}\n`);
