@@ -16,6 +16,7 @@
             "native/addon.cc",
             "native/common/errors.cc",
             "native/common/jobs.cc",
+            "native/common/heap.cc",
             "native/netns/netns_ops.cc",
             "native/netns/netns_binding.cc",
             "native/nl/nl_socket.cc",

@@ -64,6 +64,7 @@ import { patchPodStatus } from '../lib/kube/pods.js';
 import { MERGE_PATCH } from '../lib/kube/rest.js';
 import { podInformer } from '../lib/kube/resources.js';
 import { REDIRECTION_ANNOTATION } from '../lib/mesh/constants.js';
+import { nativeHeapStats } from '../lib/net/heap.js';
 import { Netns } from '../lib/net/netns/netns.js';
 import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
 import { inpodRules } from '../lib/redirect/inpod.js';
@@ -121,6 +122,9 @@ interface MemSample {
   /** Anonymous RSS that is neither the V8 heap nor `[heap]`: malloc's thread arenas (native job threads), stacks, V8 code. */
   otherAnonMb: number;
   externalMb: number;
+  /** The C allocator's totals over all arenas (mallinfo2): in use and held free (resident or not). */
+  mallocInUseMb?: number;
+  mallocFreeMb?: number;
   threads: number;
   gc: boolean;
 }
@@ -173,11 +177,13 @@ function memSample(): MemSample {
   const kb = (k: string) => field(k) * 1024;
   const smaps = readFileSync('/proc/self/smaps', 'utf8');
   const heapAt = smaps.search(/ \[heap\]\n/);
+  const malloc = nativeHeapStats();
   const mallocHeap = heapAt < 0 ? 0 : Number(/\nRss:\s+(\d+) kB/.exec(smaps.slice(heapAt))?.[1] ?? 0) * 1024;
   return {
     rssMb: mb(m.rss), peakRssMb: mb(kb('VmHWM')), rssFileMb: mb(kb('RssFile')), rssAnonMb: mb(kb('RssAnon')),
     heapUsedMb: mb(m.heapUsed), heapTotalMb: mb(m.heapTotal), mallocHeapMb: mb(mallocHeap),
     otherAnonMb: mb(kb('RssAnon') - m.heapTotal - mallocHeap), externalMb: mb(m.external),
+    ...(malloc ? { mallocInUseMb: mb(malloc.inUseBytes), mallocFreeMb: mb(malloc.freeBytes) } : {}),
     threads: field('Threads'), gc: typeof global.gc === 'function',
   };
 }

@@ -115,6 +115,18 @@ export interface NativeBinding {
   nftDecode(messages: Buffer): object[];
   /** One NLM_F_DUMP request for NFT_MSG_GET* (table/set filter where it applies). */
   nftDumpRequest(msg: number, family: number, table?: string, set?: string): Buffer;
+  /** glibc's malloc_trim(0): free pages of every arena back to the kernel; true when any were. false elsewhere. */
+  heapTrim(): boolean;
+  /** glibc's mallinfo2 totals (bytes); null without it. */
+  heapStats(): NativeHeapStats | null;
+}
+
+export interface NativeHeapStats {
+  arenaBytes: number;
+  mmappedBytes: number;
+  inUseBytes: number;
+  freeBytes: number;
+  releasableBytes: number;
 }
 
 // The package root: the nearest directory above this module whose

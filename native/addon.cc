@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include "common/addon.h"
+#include "common/heap.h"
 #include "netns/netns_binding.h"
 #include "nft/nft_binding.h"
 #include "nl/nl_socket.h"
@@ -35,6 +36,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterNetns(env, exports);
   RegisterSock(env, exports);
   RegisterNft(env, exports);
+  RegisterHeap(env, exports);
   return exports;
 }
 

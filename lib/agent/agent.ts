@@ -21,6 +21,7 @@ import type { PodInfo } from '../dataplane/types.js';
 import { KubeClient } from '../kube/client.js';
 import { loadCredentials } from '../kube/config.js';
 import { createPodEvent } from '../kube/events.js';
+import { trimNativeHeap } from '../net/heap.js';
 import { Netns } from '../net/netns/netns.js';
 import type { Backend } from '../redirect/apply.js';
 import { selectBackend, selectIptablesVariant, type IptablesSelection } from './backend-select.js';
@@ -292,6 +293,9 @@ export class Agent {
     }
     await this.drainDelQueue();
     if (this.stopping) throw new AgentStartError('startup snapshot', new Error('agent is stopping'));
+    // The snapshot proves and verifies every pod in one burst; the allocator keeps the pages that
+    // burst freed unless asked (docs/benchmarks.md, "Agent memory and start-up").
+    if (pods.length > 0) trimNativeHeap();
     this.restored = true;
     this.readiness.set('snapshotReconciled');
 
