@@ -1,7 +1,7 @@
 // The node agent end to end (lib/agent/agent.ts), against a control plane of
 // its own (real kube-apiserver + etcd), on simulated nodes in `pwt-bench-`
 // network namespaces, with a ztunnel-like peer (lib/testing/ztunnel-peer.ts, protocol
-// only) in this process. The agent runs in a child process of its own, so
+// only) in this process. The agent runs in a child process of its own (bench/lib/agent-child.ts), so
 // its RSS is the agent's alone and each restart is a fresh process, as on a
 // node. Nothing is created in the machine's own network namespace.
 //
@@ -44,18 +44,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-// Types only: the agent child must load what `podwire agent` loads, and client-node is not part of it.
 import type { V1Pod } from '@kubernetes/client-node';
-import { AmbientController, podIps } from '../lib/ambient/controller.js';
-import { openPodNetns, scanPodNetns } from '../lib/dataplane/proc-scan.js';
-import { Agent } from '../lib/agent/agent.js';
-import { parseAgentConfig, selectionPolicy, type AgentConfig } from '../lib/agent/config.js';
-import type { DriftRound } from '../lib/agent/drift-check.js';
-import { createLogging, type Logging } from '../lib/util/log.js';
-import { activeAmbientPods, restoreSnapshot, type SnapshotRestore } from '../lib/agent/snapshot.js';
-import { Dataplane } from '../lib/dataplane/dataplane.js';
-import { IpsetProbeSet } from '../lib/dataplane/probe-set-ipset.js';
-import { ZdsZtunnel } from '../lib/dataplane/ztunnel-zds.js';
+import { scanPodNetns } from '../lib/dataplane/proc-scan.js';
 import { buildNode, type DemoNode, type DemoPod } from '../lib/demo/topology.js';
 import { KubeClient } from '../lib/kube/client.js';
 import { loadKubeconfig } from '../lib/kube/config.js';
@@ -64,259 +54,16 @@ import { patchPodStatus } from '../lib/kube/pods.js';
 import { MERGE_PATCH } from '../lib/kube/rest.js';
 import { podInformer } from '../lib/kube/resources.js';
 import { REDIRECTION_ANNOTATION } from '../lib/mesh/constants.js';
-import { nativeHeapStats } from '../lib/net/heap.js';
 import { Netns } from '../lib/net/netns/netns.js';
-import { applyRouting, diffRouting } from '../lib/redirect/engine-routes.js';
-import { inpodRules } from '../lib/redirect/inpod.js';
 import { mapLimit } from '../lib/util/limit.js';
-import { IstioStyleRules } from './lib/istio-style.js';
 import { ensureIstioAgent, startUpstreamAgent, type UpstreamAgent } from './lib/istio-agent.js';
 import { writeResults, type Series } from './lib/report.js';
+import { cliBundle, startPodwireCli } from './lib/podwire-cli.js';
+import type { ChildSpec, MemSample, ReadyMsg, SnapshotSummary } from './lib/agent-child.js';
 
 const mb = (b: number) => Math.round(b / 1e5) / 10;
 const ms1 = (x: number) => Math.round(x * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-// ---- the agent process (child) ------------------------------------------------
-
-interface ChildSpec {
-  mode: 'podwire' | 'istio';
-  env: Record<string, string>;
-  kubeconfig: string;
-}
-
-interface SnapshotSummary {
-  pods: number;
-  repaired: number;
-  failed: number;
-  pruned: number;
-  probeEntries: number;
-  complete: boolean;
-  scanMissing: number;
-  durationMs: number;
-}
-
-interface ReadyMsg {
-  type: 'ready';
-  /** Agent.start() (or the Istio-style start) until ready, ms. */
-  startMs: number;
-  /** ms after start() began: informers synced, snapshot restored. */
-  marks: Record<string, number>;
-  /** ms since the process started (Node boot + imports + start). */
-  uptimeMs: number;
-  snapshot: SnapshotSummary | undefined;
-  enrolled: number;
-}
-
-interface MemSample {
-  rssMb: number;
-  peakRssMb: number;
-  /** RSS backed by files (the node binary's text, shared libraries, the addon). */
-  rssFileMb: number;
-  /** Anonymous RSS: the V8 heap (heapTotal), malloc's brk heap, thread arenas and stacks. */
-  rssAnonMb: number;
-  heapUsedMb: number;
-  heapTotalMb: number;
-  /** The `[heap]` mapping (malloc's main arena: native allocations of the JS thread). */
-  mallocHeapMb: number;
-  /** Anonymous RSS that is neither the V8 heap nor `[heap]`: malloc's thread arenas (native job threads), stacks, V8 code. */
-  otherAnonMb: number;
-  externalMb: number;
-  /** The C allocator's totals over all arenas (mallinfo2): in use and held free (resident or not). */
-  mallocInUseMb?: number;
-  mallocFreeMb?: number;
-  threads: number;
-  gc: boolean;
-}
-
-interface RunningAgent {
-  startMs: number;
-  marks: Record<string, number>;
-  snapshot: SnapshotRestore | undefined;
-  enrolled(): number;
-  /** Every cached pod acknowledged by the connected ztunnel. */
-  zdsKnowsAll(): boolean;
-  drift(): Promise<DriftRound | undefined>;
-  /** Istio-style only: mean ms per rules apply / verify. */
-  stats(): Record<string, unknown>;
-  stop(cleanup: boolean): Promise<void>;
-}
-
-/** Upstream's CreateInpodRules when nothing drifted: routing via netlink, then the `iptables-save` check per family. */
-class IstioStartupRules extends IstioStyleRules {
-  private readonly routing = inpodRules({ ipv6: true, dnsCapture: true });
-  /** Where the Istio-style time goes (ms summed over calls). */
-  readonly stats = { apply: { n: 0, ms: 0 }, verify: { n: 0, ms: 0 } };
-  override async apply(ns: Netns): Promise<void> {
-    const t0 = performance.now();
-    try {
-      await super.apply(ns);
-    } finally {
-      this.stats.apply.n++;
-      this.stats.apply.ms += performance.now() - t0;
-    }
-  }
-  override async verify(ns: Netns): Promise<{ ok: boolean; drift: string[] }> {
-    const t0 = performance.now();
-    try {
-      await applyRouting(ns, await diffRouting(ns, this.routing));
-      return await super.verify(ns);
-    } finally {
-      this.stats.verify.n++;
-      this.stats.verify.ms += performance.now() - t0;
-    }
-  }
-}
-
-function memSample(): MemSample {
-  global.gc?.();
-  global.gc?.();
-  const m = process.memoryUsage();
-  const status = readFileSync('/proc/self/status', 'utf8');
-  const field = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
-  const kb = (k: string) => field(k) * 1024;
-  const smaps = readFileSync('/proc/self/smaps', 'utf8');
-  const heapAt = smaps.search(/ \[heap\]\n/);
-  const malloc = nativeHeapStats();
-  const mallocHeap = heapAt < 0 ? 0 : Number(/\nRss:\s+(\d+) kB/.exec(smaps.slice(heapAt))?.[1] ?? 0) * 1024;
-  return {
-    rssMb: mb(m.rss), peakRssMb: mb(kb('VmHWM')), rssFileMb: mb(kb('RssFile')), rssAnonMb: mb(kb('RssAnon')),
-    heapUsedMb: mb(m.heapUsed), heapTotalMb: mb(m.heapTotal), mallocHeapMb: mb(mallocHeap),
-    otherAnonMb: mb(kb('RssAnon') - m.heapTotal - mallocHeap), externalMb: mb(m.external),
-    ...(malloc ? { mallocInUseMb: mb(malloc.inUseBytes), mallocFreeMb: mb(malloc.freeBytes) } : {}),
-    threads: field('Threads'), gc: typeof global.gc === 'function',
-  };
-}
-
-async function podwireAgent(config: AgentConfig, client: KubeClient, logging: Logging): Promise<RunningAgent> {
-  const agent = new Agent({ config, client, logging, hostRuleRetryMs: 100 });
-  const marks: Record<string, number> = {};
-  const t0 = performance.now();
-  const set = agent.readiness.set.bind(agent.readiness);
-  agent.readiness.set = (c, v = true) => {
-    if (v) marks[c] = ms1(performance.now() - t0);
-    set(c, v);
-  };
-  await agent.start();
-  const startMs = performance.now() - t0;
-  return {
-    startMs, marks, snapshot: agent.snapshot,
-    enrolled: () => agent.enrolledCount(),
-    zdsKnowsAll: () => agent.node!.dataplane.snapshot().every((e) => agent.node!.zds!.knows(e.pod.uid)),
-    drift: () => agent.drift!.runOnce(),
-    stats: () => ({}),
-    stop: async (cleanup) => {
-      await agent.stop({ cleanup });
-      client.close();
-    },
-  };
-}
-
-/** The same controller and pipeline with Istio's rule programming and ipset probe set (no health/metrics/CNI servers). */
-async function istioAgent(config: AgentConfig, client: KubeClient, logging: Logging): Promise<RunningAgent> {
-  const log = logging.scope('cni-agent');
-  const marks: Record<string, number> = {};
-  const t0 = performance.now();
-  const host = Netns.open(`${config.hostProcRoot}/1/ns/net`);
-  let dp: Dataplane | undefined;
-  const zds = new ZdsZtunnel({ path: config.ztunnelUdsAddress }, () => dp?.snapshot() ?? []);
-  const rules = new IstioStartupRules();
-  const dataplane = new Dataplane({ rules, ztunnel: zds, probes: new IpsetProbeSet(await host.netlink(), true) });
-  dp = dataplane;
-  await dataplane.start();
-  const controller = new AmbientController({
-    client, nodeName: config.nodeName, policy: selectionPolicy(config),
-    dataplane: {
-      enroll: (p, o) => dataplane.enroll(p, o),
-      unenroll: (p, o) => dataplane.unenroll(p, o),
-      enrolled: (uid) => {
-        const e = dataplane.cache.get(uid);
-        return e && !e.leaving && e.netns && !e.netns.released ? e.pod : undefined;
-      },
-    },
-    // The handle is the controller's: it releases it after the enrollment.
-    resolveNetns: async (pod: V1Pod) => (await openPodNetns([{ uid: pod.metadata!.uid!, ips: podIps(pod) }], { procRoot: config.hostProcRoot })).found.get(pod.metadata!.uid!)?.ref,
-    log: (level, message) => { if (level !== 'info') log[level](message); },
-  });
-  await controller.sync();
-  marks.informersSynced = ms1(performance.now() - t0);
-  const pods = activeAmbientPods(controller.pods.list(), config.systemNamespace);
-  const snapshot = await restoreSnapshot({ pods, dataplane, procRoot: config.hostProcRoot, reconcileRules: true });
-  marks.snapshotReconciled = ms1(performance.now() - t0);
-  zds.listen();
-  controller.run();
-  const startMs = performance.now() - t0;
-  return {
-    startMs, marks, snapshot,
-    enrolled: () => dataplane.snapshot().filter((e) => e.netns && !e.netns.released).length,
-    zdsKnowsAll: () => dataplane.snapshot().every((e) => zds.knows(e.pod.uid)),
-    drift: () => Promise.resolve(undefined),
-    stats: () => Object.fromEntries(Object.entries(rules.stats).map(([k, v]) => [k, { calls: v.n, meanMs: v.n ? Math.round((v.ms / v.n) * 100) / 100 : 0 }])),
-    stop: async () => {
-      await controller.stop({ timeoutMs: 5000 });
-      await dataplane.close();
-      await zds.close();
-      host.close();
-      client.close();
-    },
-  };
-}
-
-async function child(spec: ChildSpec): Promise<void> {
-  const send = (m: unknown) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
-  let lines = 0;
-  // Warnings and errors reach the bench's stderr (the first 20); info is off, as a quiet node would run.
-  const logging = createLogging({ levels: { default: 'warn' }, json: true, sink: { write: (l: string) => { if (lines++ < 20) process.stderr.write(`[agent ${process.pid}] ${l}`); return true; } } });
-  let agent: RunningAgent;
-  try {
-    const config = parseAgentConfig(spec.env, []);
-    const client = new KubeClient(loadKubeconfig(spec.kubeconfig), { requestTimeoutMs: 30_000 });
-    agent = await (spec.mode === 'podwire' ? podwireAgent : istioAgent)(config, client, logging);
-  } catch (err) {
-    await send({ type: 'error', error: (err as Error).stack ?? String(err) });
-    process.exit(1);
-  }
-  const readyAt = performance.now();
-  const s = agent.snapshot;
-  const ready: ReadyMsg = {
-    type: 'ready', startMs: agent.startMs, marks: agent.marks, uptimeMs: Math.round(readyAt), enrolled: agent.enrolled(),
-    snapshot: s && {
-      pods: s.report.pods, repaired: s.report.repaired.length, failed: s.report.failed.length, pruned: s.report.pruned.length,
-      probeEntries: s.report.probeEntries, complete: s.report.complete, scanMissing: s.scan.missing.length, durationMs: s.durationMs,
-    },
-  };
-  const handlers: Record<string, (arg: unknown) => Promise<unknown> | unknown> = {
-    mem: () => memSample(),
-    stats: () => agent.stats(),
-    enrolled: () => agent.enrolled(),
-    /** ms from ready until ztunnel acknowledged every cached pod (the ZDS snapshot after a restart). */
-    zds: async () => {
-      for (const end = Date.now() + 120_000; Date.now() < end; await sleep(5)) if (agent.zdsKnowsAll()) return ms1(performance.now() - readyAt);
-      throw new Error('ztunnel did not acknowledge every pod within 120 s');
-    },
-    drift: async () => {
-      const r = await agent.drift();
-      if (!r) throw new Error('drift round failed');
-      return { checked: r.checked, durationMs: r.durationMs, drifted: r.drifted.length, repaired: r.drifted.filter((d) => d.failed.length === 0).length, parts: [...new Set(r.drifted.flatMap((d) => d.repaired))] };
-    },
-    stop: async (cleanup) => {
-      await agent.stop(cleanup === true);
-      return true;
-    },
-  };
-  process.on('message', (m: { id: number; cmd: string; arg?: unknown }) => {
-    void (async () => {
-      try {
-        const value = await handlers[m.cmd]!(m.arg);
-        await send({ type: 'reply', id: m.id, ok: true, value });
-        if (m.cmd === 'stop') process.exit(0);
-      } catch (err) {
-        await send({ type: 'reply', id: m.id, ok: false, error: (err as Error).stack ?? String(err) });
-      }
-    })();
-  });
-  await send(ready);
-}
 
 /** The parent's handle on an agent child. */
 class AgentProc {
@@ -341,7 +88,7 @@ class AgentProc {
 
   static async start(spec: ChildSpec, children: Set<ChildProcess>, nodeFlags: string[]): Promise<AgentProc> {
     const t0 = performance.now();
-    const proc = fork(fileURLToPath(import.meta.url), ['--child', JSON.stringify(spec)], { execArgv: ['--expose-gc', ...nodeFlags], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const proc = fork(fileURLToPath(new URL('./lib/agent-child.js', import.meta.url)), [JSON.stringify(spec)], { execArgv: ['--expose-gc', ...nodeFlags], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     children.add(proc);
     const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => { children.delete(proc); resolve(code); }));
     const ready = await new Promise<ReadyMsg>((resolve, reject) => {
@@ -536,6 +283,10 @@ interface SideResult {
   memEnrolled?: MemSample;
   /** The first agent's spawn → ready (no pod enrolled yet), ms. */
   firstSpawnToReadyMs?: number;
+  /** podwire: `podwire agent` as the image runs it (the bundle) started RUNS times before any pod is enrolled: spawn → /readyz, and VmRSS 1 s later. */
+  cli?: Array<{ spawnToReadyMs: number; mem: { rssMb: number; peakRssMb: number; threads: number } }>;
+  /** The same with the CLI's modules (bin/podwire.js on dist/), alternating with the bundle's runs. */
+  cliModules?: Array<{ spawnToReadyMs: number; mem: { rssMb: number; peakRssMb: number; threads: number } }>;
   rulesUnchanged?: { same: number; of: number };
   drift?: { clean: Array<{ checked: number; durationMs: number; drifted: number }>; flushed: Array<{ checked: number; durationMs: number; drifted: number; repaired: number; parts: string[] }>; after: { drifted: number } };
   buildS: number;
@@ -564,9 +315,28 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
     log(`node with ${opts.pods} pods built in ${buildS.toFixed(1)} s`);
     watch = new EnabledWatch(opts.admin, node.name);
     await watch.start();
+    const out: SideResult = { label: { first: { pods: opts.labelPods, ms: 0 } }, restarts: [], buildS };
+    if (mode === 'podwire') {
+      // `podwire agent` as the image runs it, started like upstream's (no pods enrolled yet, no ztunnel).
+      await settle();
+      // Both entries in turn: the image's bundle (one module) and the CLI's modules as dist/ has them.
+      const bundle = await cliBundle();
+      out.cli = [];
+      out.cliModules = [];
+      for (let r = 0; r < opts.runs; r++) {
+        for (const [entry, into] of [[bundle, out.cli], [undefined, out.cliModules]] as const) {
+          const cli = await startPodwireCli(node.dir, await node.env(), opts.kubeconfig, opts.nodeFlags, entry ? { entry } : {});
+          await sleep(1000);  // as upstream's idle sample: settled after ready
+          into.push({ spawnToReadyMs: ms1(cli.spawnToReadyMs), mem: cli.mem() });
+          await cli.kill();
+        }
+      }
+      for (const [what, xs] of [['image bundle', out.cli], ['modules', out.cliModules]] as const) {
+        log(`podwire agent (CLI, ${what}): new process → /readyz ${xs.map((c) => c.spawnToReadyMs).join(', ')} ms (no pods); RSS ${xs.map((c) => c.mem.rssMb).join(', ')} MB`);
+      }
+    }
     peer = new ZtunnelPeer({ path: node.zdsPath, listeners: false, backoffInitialMs: 20, backoffMaxMs: 100, maxLogEntries: 0, maxCaptures: 0 }).start();
     const spec = async (): Promise<ChildSpec> => ({ mode, env: await node.env(), kubeconfig: opts.kubeconfig });
-    const out: SideResult = { label: { first: { pods: opts.labelPods, ms: 0 } }, restarts: [], buildS };
     if (mode === 'podwire') {
       const sample = node.pods.filter((_, i) => i % Math.max(1, Math.floor(opts.pods / 20)) === 0);
       const s0 = performance.now();
@@ -818,6 +588,8 @@ async function main(): Promise<void> {
     series.push(
       { label: 'podwire: new process → ready (no pods)', samples: [pw.firstSpawnToReadyMs! * 1000], notes: { pods: 0 } },
       { label: `podwire: new process → ready (${pods} pods)`, samples: us(pw.restarts.map((x) => x.spawnToReadyMs)), notes: { pods } },
+      { label: 'podwire agent (CLI): new process → /readyz (no pods)', samples: us(pw.cli!.map((x) => x.spawnToReadyMs)), notes: { pods: 0, entry: 'the image\'s bundle', rssMb: pw.cli!.map((x) => x.mem.rssMb), nodeFlags } },
+      { label: 'podwire agent (CLI, modules): new process → /readyz (no pods)', samples: us(pw.cliModules!.map((x) => x.spawnToReadyMs)), notes: { pods: 0, entry: 'bin/podwire.js on dist/', rssMb: pw.cliModules!.map((x) => x.mem.rssMb), nodeFlags } },
     );
     if (upstream.available) {
       const ur = upstream.restarts!;
@@ -829,6 +601,8 @@ async function main(): Promise<void> {
       series.push({ label: `upstream agent: label → ${ul.first.pods} pods enabled`, samples: [ul.first.ms * 1000], notes: { pods: ul.first.pods, perPodMs: Math.round((ul.first.ms / ul.first.pods) * 100) / 100 } });
       if (ul.rest) series.push({ label: `upstream agent: label → ${ul.rest.pods} more pods enabled`, samples: [ul.rest.ms * 1000], notes: { pods: ul.rest.pods, perPodMs: Math.round((ul.rest.ms / ul.rest.pods) * 100) / 100 } });
       ratios['upstream / podwire new process → ready (no pods)'] = ['upstream agent: new process → ready (no pods)', 'podwire: new process → ready (no pods)'];
+      ratios['upstream / podwire agent (CLI) new process → /readyz (no pods)'] = ['upstream agent: new process → ready (no pods)', 'podwire agent (CLI): new process → /readyz (no pods)'];
+      ratios['upstream / podwire agent (CLI, modules) new process → /readyz (no pods)'] = ['upstream agent: new process → ready (no pods)', 'podwire agent (CLI, modules): new process → /readyz (no pods)'];
       ratios[`upstream / podwire new process → ready (${pods} pods)`] = [`upstream agent: new process → ready (${pods} pods)`, `podwire: new process → ready (${pods} pods)`];
       ratios[`upstream / podwire label → ${labelPods} pods enabled`] = [`upstream agent: label → ${labelPods} pods enabled`, `podwire: label → ${labelPods} pods enabled`];
       if (ul.rest) ratios[`upstream / podwire label → ${ul.rest.pods} more pods enabled`] = [`upstream agent: label → ${ul.rest.pods} more pods enabled`, `podwire: label → ${ul.rest.pods} more pods enabled`];
@@ -852,12 +626,19 @@ async function main(): Promise<void> {
     const afterRestart = median(pw.restarts.map((x) => x.mem!.rssMb));
     const spawnMed = median(pw.restarts.map((x) => x.spawnToReadyMs));
     const upSpawnMed = upstream.available ? median(upstream.restarts!.map((x) => x.spawnToReadyMs)) : undefined;
+    const cliMed = median(pw.cli!.map((x) => x.spawnToReadyMs));
     doc.goals = {
       idleRss: { goalMb: 70, rssMb: pw.memIdle!.rssMb, met: pw.memIdle!.rssMb <= 70 },
       rssAtLabelPods: { pods: labelPods, rssMb: pw.memFirst?.rssMb, upstreamRssMb: upstream.memFirst?.rssMb, met: upstream.memFirst ? pw.memFirst!.rssMb <= upstream.memFirst.rssMb : undefined },
       rssEnrolled: { goalMb: 100, pods, rssMb: rss.rssMb, upstreamRssMb: upstream.memEnrolled?.rssMb, met: rss.rssMb <= 100 },
       rssAfterRestart: { goalMb: 100, pods, medianRssMb: afterRestart, upstreamRssMb: upstream.restarts?.map((x) => x.mem.rssMb), met: afterRestart <= 100 },
       newProcessToReady: { pods, medianMs: ms1(spawnMed), upstreamMedianMs: upSpawnMed, met: upSpawnMed === undefined ? undefined : spawnMed <= upSpawnMed },
+      // Both processes as a node runs them (podwire's CLI, upstream's binary), spawn → /readyz, before any pod is enrolled.
+      firstStart: {
+        cliMedianMs: cliMed, cliModulesMedianMs: median(pw.cliModules!.map((x) => x.spawnToReadyMs)), upstreamMs: upstream.firstSpawnToReadyMs,
+        cliRssMb: pw.cli!.map((x) => x.mem.rssMb), cliModulesRssMb: pw.cliModules!.map((x) => x.mem.rssMb), upstreamIdleRssMb: upstream.memIdle?.rssMb,
+        met: upstream.firstSpawnToReadyMs === undefined ? undefined : cliMed <= upstream.firstSpawnToReadyMs,
+      },
       restartToReady: { goalMs: 1000, pods, medianMs: ms1(restartMed), met: restartMed <= 1000 },
     };
     doc.memory = {
@@ -880,8 +661,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[2] === '--child') {
-  await child(JSON.parse(process.argv[3]!) as ChildSpec);
-} else {
-  await main();
-}
+await main();

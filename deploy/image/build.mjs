@@ -21,6 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleCli } from '../../scripts/lib/bundle.mjs';
 import { newest } from '../../scripts/lib/newest.mjs';
 import { HostToolsError, inImage, netfilterTools, sharedLibs, which } from '../../scripts/lib/netfilter-tools.mjs';
 
@@ -28,6 +29,8 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SELF = fileURLToPath(import.meta.url);
 /** Shared with the upstream agent's image (its iptables + nft); part of the inputs key like SELF. */
 const NETFILTER_TOOLS_MODULE = fileURLToPath(new URL('../../scripts/lib/netfilter-tools.mjs', import.meta.url));
+/** The entrypoint's bundler; part of the inputs key too. */
+const BUNDLE_MODULE = fileURLToPath(new URL('../../scripts/lib/bundle.mjs', import.meta.url));
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 const VERSION = PKG.version;
 
@@ -250,7 +253,7 @@ function productionModules(work) {
   return join(stage, 'node_modules');
 }
 
-function stage(rootfs, work, found) {
+async function stage(rootfs, work, found) {
   const r = rootfs;
   // Merged /usr, as Debian's.
   for (const d of ['usr/bin', 'usr/sbin', 'usr/lib', 'usr/lib64', 'usr/local/bin', 'etc', 'run', 'var', 'opt']) r.mkdir(`/${d}`);
@@ -289,7 +292,12 @@ function stage(rootfs, work, found) {
   }
   r.count('node_modules', dirBytes(r.path(`${APP}/node_modules`)));
   log(`node_modules: production dependencies, ${mb(pruned)} of .d.ts/.map/@types/docs/foreign prebuilds pruned`);
-  r.link('/usr/local/bin/podwire', `${APP}/bin/podwire.js`);
+  // The entrypoint: the CLI as one module (scripts/lib/bundle.mjs), built from this dist/; bin/ and
+  // dist/ stay for anyone importing the library in the image.
+  const bundle = `${APP}/dist/bundle/podwire.mjs`;
+  r.count('podwire bundle', await bundleCli({ entry: join(ROOT, 'bin/podwire.js'), outfile: r.path(bundle) }));
+  chmodSync(r.path(bundle), 0o755);
+  r.link('/usr/local/bin/podwire', bundle);
   r.link('/usr/local/bin/podwire-cni', `${APP}/build/Release/podwire-cni`);
 
   // /etc: root and nobody, name lookups from files then DNS, CA certificates, protocol/service names when the host has them.
@@ -324,7 +332,7 @@ function hashTree(h, p) {
 /** A digest of what goes into the image: the project's files by content, the host's binaries and libraries by path, size and mtime. */
 function inputsKey(found, tag) {
   const h = createHash('sha256');
-  h.update(`${tag}\n`).update(readFileSync(SELF)).update(readFileSync(NETFILTER_TOOLS_MODULE));
+  h.update(`${tag}\n`).update(readFileSync(SELF)).update(readFileSync(NETFILTER_TOOLS_MODULE)).update(readFileSync(BUNDLE_MODULE));
   for (const f of ['package.json', 'package-lock.json', 'LICENSE', 'bin', 'dist', 'build/Release/podwire.node', 'build/Release/podwire-cni']) hashTree(h, join(ROOT, f));
   const host = [found.node, found.env, found.nft, found['xtables-legacy-multi'], found['xtables-nft-multi'], CA_BUNDLE];
   const libs = host.flatMap((b) => (b === CA_BUNDLE ? [] : sharedLibs(b)));
@@ -421,7 +429,7 @@ async function main(argv) {
     for (const d of ['rootfs', 'tmp', 'storage', 'runroot']) mkdirSync(join(work, d), { mode: 0o700 });
     chmodSync(join(work, 'rootfs'), 0o755);
     const rootfs = new Rootfs(join(work, 'rootfs'));
-    stage(rootfs, work, found);
+    await stage(rootfs, work, found);
     const tStage = performance.now();
     const archive = join(work, 'image.oci.tar');
     // buildah's transport syntax is oci-archive:PATH:REF, so PATH cannot hold a colon.
