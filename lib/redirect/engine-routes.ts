@@ -72,6 +72,12 @@ export interface RoutingDiff {
   presentAddresses: AddressSpec[];
   /** Link name → ifindex, as read with the diff (empty when nothing was read). */
   ifindex: Map<string, number>;
+  /**
+   * `lo` when a missing route goes through it and it is down. A runtime may set up a pod's loopback
+   * while the chain (and so this plugin) runs — containerd's CNI library attaches its loopback
+   * network concurrently with the pod's — and a route through a down device fails with ENETDOWN.
+   */
+  downLinks: string[];
 }
 
 interface RoutingPlan {
@@ -103,7 +109,7 @@ function routingPlan(model: RuleModel): RoutingPlan {
 export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingDiff> {
   const diff: RoutingDiff = {
     families: [], missingRoutes: [], foreignRoutes: [], presentRoutes: [], missingRules: [], foreignRules: [], presentRules: [],
-    missingAddresses: [], presentAddresses: [], ifindex: new Map(),
+    missingAddresses: [], presentAddresses: [], ifindex: new Map(), downLinks: [],
   };
   if (model.routes.length + model.policyRules.length + model.addresses.length === 0) {
     diff.families = [...model.families];
@@ -158,6 +164,8 @@ export async function diffRouting(ns: Netns, model: RuleModel): Promise<RoutingD
     const have = live.some((l) => parsePrefix(`${l.address}/${l.prefixLen}`).bytes.equals(p.bytes) && l.prefixLen === p.prefixLen);
     (have ? diff.presentAddresses : diff.missingAddresses).push(a);
   }
+  const lo = links.find((l) => l.name === 'lo');
+  if (lo && !lo.up && diff.missingRoutes.some((r) => r.dev === 'lo')) diff.downLinks.push('lo');
   return diff;
 }
 
@@ -195,6 +203,10 @@ export async function applyRouting(ns: Netns, d: RoutingDiff): Promise<string[]>
   const actions: string[] = [];
   if (d.missingRoutes.length + d.foreignRoutes.length + d.missingRules.length + d.foreignRules.length + d.missingAddresses.length === 0) return actions;
   const nl = await ns.netlink();
+  for (const name of d.downLinks) {
+    await nl.links.set(name, { up: true });  // what the runtime's loopback setup does too
+    actions.push(`link set ${name} up`);
+  }
   for (const r of d.foreignRoutes) {
     await nl.routes.del(liveRouteSpec(r)).catch((err) => { if (!isNotFound(err)) throw err; });
     actions.push(`route del ${liveRouteText(r)}`);

@@ -171,6 +171,17 @@ describe.skipIf(!privileged('nft', 'iptables-restore', 'ip6tables-restore'))('re
     }
   });
 
+  // The runtime may bring a new pod's lo up while the chain runs (containerd's CNI library sets up
+  // loopback concurrently): a local route through a down lo failed the ADD with ENETDOWN.
+  it('brings a down lo up for its local routes, as the runtime would', async () => {
+    const ns = await freshNetns({ loUp: false });
+    const r = await apply(ns, inpodRules({ ipv6: true }), { backend: 'nftables' });
+    expect(r.actions[0]).toBe('link set lo up');
+    expect(ipJson<Array<{ flags: string[] }>>(ns.name, 'link', 'show', 'lo')[0]!.flags).toContain('UP');
+    expect(ipJson(ns.name, 'route', 'show', 'table', '100')).toEqual([expect.objectContaining({ type: 'local', dst: 'default', dev: 'lo' })]);
+    expect(await verify(ns, inpodRules({ ipv6: true }), { backend: 'nftables' })).toEqual({ ok: true, drift: [] });
+  });
+
   it('skips IPv6 routing when the pod has IPv6 disabled', async () => {
     const ns = await freshNetns();
     await ns.sysctl.set('net.ipv6.conf.all.disable_ipv6', 1);
