@@ -137,6 +137,13 @@ export interface UpstreamAgent {
 
 const mb = (kb: number) => Math.round(kb / 102.4) / 10;
 
+/** A process's VmRSS, VmHWM (MB) and thread count from /proc, without touching it (no forced GC). */
+export function processMem(pid: number): { rssMb: number; peakRssMb: number; threads: number } {
+  const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const f = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? NaN);
+  return { rssMb: mb(f('VmRSS')), peakRssMb: mb(f('VmHWM')), threads: f('Threads') };
+}
+
 function ready(): Promise<boolean> {
   return new Promise((resolve) => {
     const r = request({ host: '127.0.0.1', port: UPSTREAM_READY_PORT, path: '/readyz', timeout: 500 }, (res) => {
@@ -186,11 +193,7 @@ export async function startUpstreamAgent(node: UpstreamNode, cluster: UpstreamCl
   const pid = proc.pid!;
   return {
     proc, pid, spawnToReadyMs,
-    mem: () => {
-      const s = readFileSync(`/proc/${pid}/status`, 'utf8');
-      const f = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? NaN);
-      return { rssMb: mb(f('VmRSS')), peakRssMb: mb(f('VmHWM')), threads: f('Threads') };
-    },
+    mem: () => processMem(pid),
     // SIGKILL: no cleanup (host rules, probe set and pods' rules stay, as across an upgrade).
     kill: async () => {
       if (exited === undefined) proc.kill('SIGKILL');

@@ -5,17 +5,17 @@
 // from /proc, no forced GC). The bench's agent children (bench/lib/agent-child.ts) are driven over
 // IPC instead; this is the comparison of a process start with Go's.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processMem } from './istio-agent.js';
 
 const BIN = fileURLToPath(new URL('./podwire-bin.js', import.meta.url));
 /** The image's entrypoint, bundled from this bench build (dist-bench/bundle/, two levels below the package root as the bundler needs). */
 const BUNDLE = fileURLToPath(new URL('../../bundle/podwire.mjs', import.meta.url));
 // The built plugin of this checkout (the installer's default is found relative to dist/, not dist-bench/).
 const PLUGIN = fileURLToPath(new URL('../../../build/Release/podwire-cni', import.meta.url));
-const mb = (kb: number) => Math.round(kb / 102.4) / 10;
 
 export interface PodwireCli {
   pid: number;
@@ -84,11 +84,7 @@ export async function startPodwireCli(dir: string, env: Record<string, string>, 
   const pid = proc.pid!;
   return {
     pid, spawnToReadyMs,
-    mem: () => {
-      const s = readFileSync(`/proc/${pid}/status`, 'utf8');
-      const f = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? NaN);
-      return { rssMb: mb(f('VmRSS')), peakRssMb: mb(f('VmHWM')), threads: f('Threads') };
-    },
+    mem: () => processMem(pid),
     kill: async () => {
       if (exited === undefined) proc.kill('SIGKILL');
       await exit;
