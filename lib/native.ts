@@ -113,6 +113,8 @@ export interface NativeBinding {
   nftEncode(commands: readonly object[], opts?: { ackEach?: boolean }): { batch: Buffer; msgCommand: Int32Array };
   /** nf_tables messages (a batch or dump replies) as objects; RangeError on broken framing. */
   nftDecode(messages: Buffer): object[];
+  /** What verify compares of each nf_tables message, NUL-separated (lib/net/nft/records.ts parses it); RangeError on broken framing. */
+  nftRecords(messages: Buffer): string;
   /** One NLM_F_DUMP request for NFT_MSG_GET* (table/set filter where it applies). */
   nftDumpRequest(msg: number, family: number, table?: string, set?: string): Buffer;
   /** glibc's malloc_trim(0): free pages of every arena back to the kernel; true when any were. false elsewhere. */

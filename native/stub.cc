@@ -16,7 +16,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   for (const char* name : {"init", "nsOpen", "nsStat", "fdClose", "nsCreate", "nsRemove", "nsCreateAnonymous", "sysctlSet", "readFiles",
                            "spawn", "nlOpen", "counters", "NlSocket",
                            "UnixSocket", "unixListen", "unixConnect", "unixPair", "fdDup", "inetOpen", "inetOriginalDst",
-                           "nftEncode", "nftDecode", "nftDumpRequest", "heapTrim", "heapStats"})
+                           "nftEncode", "nftDecode", "nftRecords", "nftDumpRequest", "heapTrim", "heapStats"})
     exports.Set(name, Napi::Function::New<NotSupported>(env, name));
   exports.Set("platformSupported", Napi::Boolean::New(env, false));
   return exports;

@@ -377,53 +377,39 @@ export async function openPodNetns(pods: Iterable<PodIps>, opts: OpenPodNetnsOpt
   const refuse = (uid: string, c: PodNetns, reason: NetnsRefusal, error?: string) => {
     out.refused.push({ uid, candidate: c, reason, ...(error !== undefined ? { error } : {}) });
   };
+  // The node's netns identities, read now (after the walk), once for every candidate.
+  const nodeIds = nodeNetnsIds(procRoot, opts.hostNetns);
+  const skipped = (uid: string, c: PodNetns) => out.found.has(uid) || owners.has(`${c.dev}:${c.ino}`) || ipsOf.get(uid)!.size === 0;
+  // Proofs run PROVE_AHEAD candidates ahead of the decisions, which are still taken one by one in
+  // `order` (each proof waits on a job thread for the netns's sockets: one at a time, the walk of
+  // a restart's thousand pods would mostly wait). A proof never rejects: fatal errors are returned.
+  const proofs = new Map<number, Promise<Proof>>();
+  const ahead = (j: number) => {
+    const o = order[j];
+    if (o !== undefined && !proofs.has(j) && !skipped(o.uid, o.c)) proofs.set(j, prove(o.c, ipsOf.get(o.uid)!, nodeIds));
+  };
+  const drop = async (j: number) => {
+    const p = proofs.get(j);
+    proofs.delete(j);
+    const r = p && await p;
+    if (r && 'ref' in r) r.ref.release();
+  };
   try {
-    for (const { uid, c } of order) {
-      if (out.found.has(uid)) continue;
-      const nsKey = `${c.dev}:${c.ino}`;
-      if (owners.has(nsKey)) {
-        refuse(uid, c, 'claimed');
-        continue;
-      }
-      const ips = ipsOf.get(uid)!;
-      if (ips.size === 0) {
-        refuse(uid, c, 'no-ips');
-        continue;
-      }
-      let ref: NetnsRef;
-      try {
-        ref = NetnsRef.open(c.path);
-      } catch (e) {
-        if (isResourceExhaustion(e)) throw e;  // not gone: the pod would be reported missing
-        refuse(uid, c, 'gone', (e as Error).message);
-        continue;
-      }
-      let keep = false;
-      try {
-        const { dev, ino } = ref.ns.id;
-        if (dev !== c.dev || ino !== c.ino) refuse(uid, c, 'stale');
-        else if (isNodeNetns(ref.ns.id, procRoot, opts.hostNetns)) refuse(uid, c, 'host');
-        else {
-          let owned = false;
-          try {
-            owned = await holdsAnyIp(ref, ips);
-          } catch (e) {
-            if (isResourceExhaustion(e)) throw e;
-            refuse(uid, c, 'check-failed', (e as Error).message);
-            continue;
-          }
-          if (!owned) refuse(uid, c, 'not-owner');
-          else {
-            owners.set(nsKey, uid);
-            out.found.set(uid, { ...c, ref });
-            keep = true;
-          }
-        }
-      } finally {
-        if (!keep) ref.release();
-      }
+    for (let i = 0; i < order.length; i++) {
+      const { uid, c } = order[i]!;
+      if (out.found.has(uid)) { await drop(i); continue; }
+      if (owners.has(`${c.dev}:${c.ino}`)) { await drop(i); refuse(uid, c, 'claimed'); continue; }
+      if (ipsOf.get(uid)!.size === 0) { refuse(uid, c, 'no-ips'); continue; }
+      for (let j = i; j <= i + PROVE_AHEAD; j++) ahead(j);
+      const r = await proofs.get(i)!;
+      proofs.delete(i);
+      if ('fatal' in r) throw r.fatal;
+      if ('reason' in r) { refuse(uid, c, r.reason, r.error); continue; }
+      owners.set(`${c.dev}:${c.ino}`, uid);
+      out.found.set(uid, { ...c, ref: r.ref });
     }
   } catch (e) {
+    for (const j of [...proofs.keys()]) await drop(j);
     for (const f of out.found.values()) f.ref.release();
     throw e;
   }
@@ -450,9 +436,45 @@ function stripRef(f: OpenPodNetns): PodNetns {
   return { path: f.path, dev: f.dev, ino: f.ino, pid: f.pid, startTime: f.startTime };
 }
 
-/** The node's netns, read now: the given host identity, `<procRoot>/1/ns/net`, this process's own. */
-function isNodeNetns(id: NetnsId, procRoot: string, host: NetnsId | undefined): boolean {
-  const same = (o: NetnsId | undefined) => o !== undefined && o.dev === id.dev && o.ino === id.ino;
+/** How many candidates are proved ahead of the in-order decisions (each holds one netns fd meanwhile). */
+const PROVE_AHEAD = 8;
+
+/** A candidate proved: its netns, open (the caller's to keep or release); or why not; or an error no pod should be reported for. */
+type Proof = { ref: NetnsRef } | { reason: NetnsRefusal; error?: string } | { fatal: unknown };
+
+/**
+ * Opens a candidate and proves it: the very (dev, ino) the walk saw, not the node's netns,
+ * holding one of `ips`. A refused candidate is closed at once. Resource exhaustion is fatal
+ * (not "gone": the pod would be reported missing).
+ */
+async function prove(c: PodNetns, ips: ReadonlySet<string>, nodeIds: readonly NetnsId[]): Promise<Proof> {
+  let ref: NetnsRef;
+  try {
+    ref = NetnsRef.open(c.path);
+  } catch (e) {
+    return isResourceExhaustion(e) ? { fatal: e } : { reason: 'gone', error: (e as Error).message };
+  }
+  let keep = false;
+  try {
+    const { dev, ino } = ref.ns.id;
+    if (dev !== c.dev || ino !== c.ino) return { reason: 'stale' };
+    if (nodeIds.some((n) => n.dev === dev && n.ino === ino)) return { reason: 'host' };
+    let owned: boolean;
+    try {
+      owned = await holdsAnyIp(ref, ips);
+    } catch (e) {
+      return isResourceExhaustion(e) ? { fatal: e } : { reason: 'check-failed', error: (e as Error).message };
+    }
+    if (!owned) return { reason: 'not-owner' };
+    keep = true;
+    return { ref };
+  } finally {
+    if (!keep) ref.release();
+  }
+}
+
+/** The node's netns identities, read now: the given host identity, `<procRoot>/1/ns/net`, this process's own. */
+function nodeNetnsIds(procRoot: string, host: NetnsId | undefined): NetnsId[] {
   const at = (p: string) => {
     try {
       return netnsId(p);
@@ -460,5 +482,5 @@ function isNodeNetns(id: NetnsId, procRoot: string, host: NetnsId | undefined): 
       return undefined;
     }
   };
-  return same(host) || same(at(join(procRoot, '1', 'ns', 'net'))) || same(at('/proc/self/ns/net'));
+  return [host, at(join(procRoot, '1', 'ns', 'net')), at('/proc/self/ns/net')].filter((x): x is NetnsId => x !== undefined);
 }

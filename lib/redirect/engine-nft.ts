@@ -204,7 +204,7 @@ async function unchanged(ns: Netns, model: RuleModel, tables: Array<{ family: nu
   // Our tables the script does not declare (an older configuration's) are drift the dump compare would not look at.
   const declared = declaredTables(model);
   if (tables.some((t) => t.family === NFPROTO_INET && !declared.has(t.name) && model.tables.some((d) => d.nft === t.name))) return false;
-  return (await nftVerify(ns, compiled)).ok;
+  return (await nftVerify(ns, compiled, { tables })).ok;  // the tables just listed: no second table dump
 }
 
 /** A table of ours the configuration no longer has rules in (the host table stays: the probe set lives there). */

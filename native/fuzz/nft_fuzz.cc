@@ -92,6 +92,11 @@ Command MakeCommand(FuzzedDataProvider& p) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Object> objs;
   Decode(data, size, &objs);
+  // Whatever decoded, its records have exactly kRecordFields NUL-ended fields each (nothing decoded holds a NUL).
+  std::string rec = VerifyRecords(objs);
+  size_t nuls = 0;
+  for (char ch : rec) nuls += ch == '\0';
+  if (nuls != objs.size() * kRecordFields || (!rec.empty() && rec.back() != '\0')) abort();
 
   FuzzedDataProvider p(data, size);
   std::vector<Command> cmds;

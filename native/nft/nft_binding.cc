@@ -234,6 +234,18 @@ Napi::Value NftDecode(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// nftRecords(buffer) → string: nft::VerifyRecords of the decoded messages
+// (lib/net/nft/records.ts splits it).
+Napi::Value NftRecords(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray()) throw Napi::TypeError::New(env, "nftRecords: expects a Buffer");
+  auto buf = info[0].As<Napi::Uint8Array>();
+  std::vector<nft::Object> objs;
+  if (!nft::Decode(buf.Data(), buf.ByteLength(), &objs)) throw Napi::RangeError::New(env, "nftRecords: malformed netlink messages");
+  std::string s = nft::VerifyRecords(objs);
+  return Napi::String::New(env, s.data(), s.size());
+}
+
 Napi::Value NftDumpRequest(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto msg = static_cast<uint16_t>(info[0].As<Napi::Number>().Uint32Value());
@@ -250,6 +262,7 @@ Napi::Value NftDumpRequest(const Napi::CallbackInfo& info) {
 void RegisterNft(Napi::Env env, Napi::Object exports) {
   exports.Set("nftEncode", Napi::Function::New<NftEncode>(env, "nftEncode"));
   exports.Set("nftDecode", Napi::Function::New<NftDecode>(env, "nftDecode"));
+  exports.Set("nftRecords", Napi::Function::New<NftRecords>(env, "nftRecords"));
   exports.Set("nftDumpRequest", Napi::Function::New<NftDumpRequest>(env, "nftDumpRequest"));
 }
 

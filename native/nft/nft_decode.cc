@@ -7,7 +7,6 @@
 #include <linux/netlink.h>
 
 #include <cstring>
-#include <map>
 
 #include "nft_names.h"
 
@@ -15,6 +14,9 @@ namespace podwire::nft {
 namespace {
 
 // Attributes of one level, by type (last wins), each a view into the buffer.
+// A fixed table, no allocation: a restart decodes every pod's ruleset, about
+// three levels of attributes per expression. Types at or above kTypes (none
+// in nf_tables) are skipped by get(); Walk still visits them.
 struct Span {
   const uint8_t* p = nullptr;
   size_t n = 0;
@@ -22,28 +24,35 @@ struct Span {
 
 class Attrs {
  public:
-  Attrs(const uint8_t* p, size_t n) {
-    size_t off = 0;
-    while (n - off >= NLA_HDRLEN) {
-      nlattr a;
-      std::memcpy(&a, p + off, sizeof a);
-      if (a.nla_len < NLA_HDRLEN || a.nla_len > n - off) break;
-      uint16_t type = a.nla_type & NLA_TYPE_MASK;
-      Span s{p + off + NLA_HDRLEN, static_cast<size_t>(a.nla_len - NLA_HDRLEN)};
-      map_[type] = s;
-      list_.emplace_back(type, s);
-      size_t step = NLA_ALIGN(a.nla_len);
-      if (step > n - off) break;
-      off += step;
-    }
+  static constexpr uint16_t kTypes = 32;
+
+  Attrs(const uint8_t* p, size_t n) : p_(p), n_(n) {
+    Walk([this](uint16_t type, Span s) {
+      if (type >= kTypes) return;
+      ptr_[type] = s.p;
+      len_[type] = s.n;
+      present_ |= uint32_t{1} << type;
+    });
   }
   explicit Attrs(Span s) : Attrs(s.p, s.n) {}
 
-  bool has(uint16_t t) const { return map_.count(t) != 0; }
-  Span get(uint16_t t) const {
-    auto it = map_.find(t);
-    return it == map_.end() ? Span{} : it->second;
+  // Every attribute in order (a list's NFTA_LIST_ELEMs), bounds checked.
+  template <typename F>
+  void Walk(F&& f) const {
+    size_t off = 0;
+    while (n_ - off >= NLA_HDRLEN) {
+      nlattr a;
+      std::memcpy(&a, p_ + off, sizeof a);
+      if (a.nla_len < NLA_HDRLEN || a.nla_len > n_ - off) break;
+      f(static_cast<uint16_t>(a.nla_type & NLA_TYPE_MASK), Span{p_ + off + NLA_HDRLEN, static_cast<size_t>(a.nla_len - NLA_HDRLEN)});
+      size_t step = NLA_ALIGN(a.nla_len);
+      if (step > n_ - off) break;
+      off += step;
+    }
   }
+
+  bool has(uint16_t t) const { return t < kTypes && ((present_ >> t) & 1) != 0; }
+  Span get(uint16_t t) const { return has(t) ? Span{ptr_[t], len_[t]} : Span{}; }
   std::string str(uint16_t t) const {
     Span s = get(t);
     if (s.n == 0) return {};
@@ -63,11 +72,14 @@ class Attrs {
     for (int i = 0; i < 8; ++i) v = (v << 8) | s.p[i];
     return v;
   }
-  const std::vector<std::pair<uint16_t, Span>>& list() const { return list_; }
 
  private:
-  std::map<uint16_t, Span> map_;
-  std::vector<std::pair<uint16_t, Span>> list_;
+  const uint8_t* p_;
+  size_t n_;
+  uint32_t present_ = 0;
+  // Only entries whose bit is set in present_ are read: left uninitialised.
+  const uint8_t* ptr_[kTypes];
+  size_t len_[kTypes];
 };
 
 std::string Hex(Span s) {
@@ -270,8 +282,9 @@ bool Decode(const uint8_t* data, size_t size, std::vector<Object>* out) {
         o.ruleId = a.be32(NFTA_RULE_ID);
         o.positionId = a.be32(NFTA_RULE_POSITION_ID);
         Attrs list(a.get(NFTA_RULE_EXPRESSIONS));
-        for (const auto& [type, span] : list.list())
+        list.Walk([&o](uint16_t type, Span span) {
           if (type == NFTA_LIST_ELEM) o.exprs.push_back(ExprText(span.p, span.n));
+        });
         if (HasUdata(a.get(NFTA_RULE_USERDATA), 0)) o.comment = Udata(a.get(NFTA_RULE_USERDATA), 0);
         break;
       }
@@ -295,8 +308,8 @@ bool Decode(const uint8_t* data, size_t size, std::vector<Object>* out) {
         o.name = a.str(NFTA_SET_ELEM_LIST_SET);
         o.setId = a.be32(NFTA_SET_ELEM_LIST_SET_ID);
         Attrs list(a.get(NFTA_SET_ELEM_LIST_ELEMENTS));
-        for (const auto& [type, span] : list.list()) {
-          if (type != NFTA_LIST_ELEM) continue;
+        list.Walk([&o](uint16_t type, Span span) {
+          if (type != NFTA_LIST_ELEM) return;
           Attrs e(span);
           Elem el;
           Span k = DataValue(e, NFTA_SET_ELEM_KEY);
@@ -304,7 +317,7 @@ bool Decode(const uint8_t* data, size_t size, std::vector<Object>* out) {
           el.timeoutMs = e.be64(NFTA_SET_ELEM_TIMEOUT);
           if (HasUdata(e.get(NFTA_SET_ELEM_USERDATA), 0)) el.comment = Udata(e.get(NFTA_SET_ELEM_USERDATA), 0);
           o.elems.push_back(std::move(el));
-        }
+        });
         break;
       }
       default:
@@ -313,6 +326,41 @@ bool Decode(const uint8_t* data, size_t size, std::vector<Object>* out) {
     out->push_back(std::move(o));
   }
   return true;
+}
+
+std::string VerifyRecords(const std::vector<Object>& objs) {
+  std::string out;
+  auto field = [&out](const std::string& v) {
+    out += v;
+    out += '\0';
+  };
+  for (const Object& o : objs) {
+    field(o.kind);
+    field(std::to_string(o.family));
+    field(o.table);
+    field(o.name);
+    field(std::to_string(o.handle));
+    std::string shape;
+    if (o.kind == "chain" || o.kind == "delchain") {
+      if (!o.base) {
+        shape = "regular";
+      } else {
+        shape = "type " + o.chainType + " hook " + std::to_string(o.hook) + " priority " + std::to_string(o.priority);
+        if (!o.device.empty()) shape += " device " + o.device;
+        shape += " policy " + std::to_string(o.policy.value_or(1));
+      }
+    } else if (o.kind == "set" || o.kind == "delset") {
+      shape = "key type " + std::to_string(o.keyType) + " len " + std::to_string(o.keyLen);
+    } else if (o.kind == "rule" || o.kind == "delrule") {
+      for (size_t i = 0; i < o.exprs.size(); ++i) {
+        if (i) shape += "; ";
+        shape += o.exprs[i];
+      }
+    }
+    field(shape);
+    field(o.comment ? "#" + *o.comment : std::string());
+  }
+  return out;
 }
 
 }  // namespace podwire::nft

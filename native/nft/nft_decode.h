@@ -19,4 +19,14 @@ bool Decode(const uint8_t* data, size_t size, std::vector<Object>* out);
 // Canonical text of one expression (NFTA_LIST_ELEM payload).
 std::string ExprText(const uint8_t* data, size_t size);
 
+// What verify compares of each object, as one string: per object, in order,
+// kRecordFields fields each followed by a NUL (names, expressions and
+// comments never hold one): kind, family, table, name, handle (decimal),
+// shape (a chain's "regular" or "type T hook H priority P[ device D] policy
+// N", a set's "key type T len L", a rule's expressions joined by "; ") and
+// comment ("" when absent, else "#" + the comment). One JS string instead of
+// an object per message: verify dumps every pod's ruleset at a restart.
+inline constexpr size_t kRecordFields = 7;
+std::string VerifyRecords(const std::vector<Object>& objs);
+
 }  // namespace podwire::nft

@@ -225,4 +225,28 @@ TEST(dump_request_filters_by_table) {
   CHECK(body.find("istio-ambient-nat") != std::string::npos);
 }
 
+TEST(verify_records_carry_what_verify_compares) {
+  std::vector<uint8_t> b;
+  std::vector<int> idx;
+  CHECK(Encode(Sample(), &b, &idx));
+  std::vector<nft::Object> objs;
+  CHECK(nft::Decode(b.data(), b.size(), &objs));
+  std::string r = nft::VerifyRecords(objs);
+  std::vector<std::string> f;
+  size_t at = 0;
+  for (size_t nul; (nul = r.find('\0', at)) != std::string::npos; at = nul + 1) f.push_back(r.substr(at, nul - at));
+  CHECK_EQ(at, r.size());  // every field ends with a NUL, the last one too
+  CHECK_EQ(f.size(), objs.size() * nft::kRecordFields);
+  auto field = [&](size_t obj, size_t k) { return f[obj * nft::kRecordFields + k]; };
+  CHECK_EQ(field(0, 0), std::string("table"));
+  CHECK_EQ(field(1, 5), std::string("type nat hook 3 priority -100 policy 1"));
+  CHECK_EQ(field(2, 5), std::string("regular"));
+  CHECK_EQ(field(3, 5), std::string("immediate verdict jump c"));
+  CHECK_EQ(field(4, 5), std::string("meta load mark => r1; bitwise r1 = (r1 & 0xff0f0000) ^ 0x00000000; cmp neq r1 0x39050000; "
+                                    "counter; immediate r1 0x3a9e; redir proto r1 flags 2"));
+  CHECK_EQ(field(4, 6), std::string("#why"));
+  CHECK_EQ(field(3, 6), std::string(""));
+  CHECK_EQ(field(4, 1), std::to_string(objs[4].family));
+}
+
 TEST_MAIN()

@@ -5,7 +5,7 @@
 // proc root is a fake one whose `<pid>/ns/net` links to those processes' /proc entries, so a pid
 // "reused" by another process is a link re-pointed, deterministically.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -188,6 +188,29 @@ describe.skipIf(!privileged())('a pod netns is proved before it is used', () => 
     const noIps = await open([{ uid: UID_A, ips: [] }], { procRoot: root });
     expect(noIps.found.size).toBe(0);
     expect(noIps.refused).toEqual([expect.objectContaining({ reason: 'no-ips' })]);
+  });
+
+  it('candidates proved ahead of the decisions are closed when not taken; the decisions stay in age order', async () => {
+    const hostNs = await freshNetns();
+    const x = await withIps(IP_A);
+    const y = await withIps(IP_A);
+    const pods = [{ uid: UID_A, ips: [IP_A] }, { uid: UID_B, ips: [IP_B] }];
+    // Pod A in two netns that both hold its IP (the older wins; the newer is proved too, then dropped);
+    // pod B's only process visits x (claimed by A by then). Links to the netns files: no processes needed.
+    const root = procRoot(`/run/netns/${hostNs.name}`, {
+      100: { target: `/run/netns/${x.name}`, uid: UID_A, start: 100 },
+      101: { target: `/run/netns/${y.name}`, uid: UID_A, start: 200 },
+      102: { target: `/run/netns/${x.name}`, uid: UID_B, start: 300 },
+    });
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    const r = await openPodNetns(pods, { procRoot: root });
+    expect(r.found.get(UID_A)).toMatchObject({ pid: 100, ...x.id });
+    expect(r.found.has(UID_B)).toBe(false);
+    expect(r.refused).toEqual([expect.objectContaining({ uid: UID_B, reason: 'claimed' })]);
+    expect(fds()).toBe(before + 1);  // A's netns only: the other proofs closed what they opened
+    r.found.get(UID_A)!.ref.release();
+    expect(fds()).toBe(before);
   });
 
   it('a process in the node\'s netns (this process\'s own, or the proc root\'s pid 1) is refused even when it holds the pod IP', async () => {

@@ -11,7 +11,8 @@ import { apply as nftApply, list as nftList, listText as nftListText } from './t
 import { Transaction } from './transaction.js';
 import { NFT_MSG, type NftCommand, type NftObject } from './ir.js';
 import { NftUnsupported, parseScript, type NftSourceCommand } from './parse.js';
-import { dumpObjects } from './dump.js';
+import { dumpRecords, type NftTableId } from './dump.js';
+import { decodeRecords, recordText, type NftRecord } from './records.js';
 import type { NlTransport } from '../nl/transport.js';
 
 export { NftUnsupported } from './parse.js';
@@ -230,17 +231,10 @@ interface TableModel {
   sets: Map<string, string>;
 }
 
-const ruleText = (o: NftObject): string => `${(o.exprs ?? []).join('; ')}${o.comment !== undefined ? ` # ${JSON.stringify(o.comment)}` : ''}`;
-
-function chainAttrs(o: NftObject): string {
-  if (!o.base) return 'regular';
-  return `type ${o.chainType} hook ${o.hook} priority ${o.priority}${o.device ? ` device ${o.device}` : ''} policy ${o.policy ?? 1}`;
-}
-
-const setAttrs = (o: NftObject): string => `key type ${o.keyType} len ${o.keyLen}`;
-
 /** What the batch leaves behind in the tables it touches. */
-function expectedModel(objs: NftObject[]): Map<string, TableModel> {
+function expectedModel(objs: NftObject[], records: NftRecord[]): Map<string, TableModel> {
+  // Both decoded from the same batch: record i is object i.
+  if (records.length !== objs.length) throw new Error(`nft.verify: ${records.length} records for ${objs.length} objects`);
   const tables = new Map<string, TableModel>();
   const rulesById = new Map<number, { chain: ChainModel; text: string }>();
   const table = (o: NftObject): TableModel => {
@@ -254,7 +248,7 @@ function expectedModel(objs: NftObject[]): Map<string, TableModel> {
     if (!c) t.chains.set(name, (c = { rules: [], known: t.flushed }));
     return c;
   };
-  for (const o of objs) {
+  objs.forEach((o, i) => {
     const t = table(o);
     switch (o.kind) {
       case 'table': t.present = true; break;
@@ -263,11 +257,11 @@ function expectedModel(objs: NftObject[]): Map<string, TableModel> {
         if (o.name) { const c = chain(t, o.name); c.rules = []; c.known = true; }
         else { t.flushed = true; for (const c of t.chains.values()) { c.rules = []; c.known = true; } }
         break;
-      case 'chain': chain(t, o.name).attrs = chainAttrs(o); break;
+      case 'chain': chain(t, o.name).attrs = records[i]!.shape; break;
       case 'delchain': t.chains.delete(o.name); break;
       case 'rule': {
         const c = chain(t, o.name);
-        const text = ruleText(o);
+        const text = recordText(records[i]!);
         const ref = o.positionId ? rulesById.get(o.positionId) : undefined;
         // nlFlags & NLM_F_APPEND (0x800): after the reference (or at the end); else before it (or at the start).
         const append = (o.nlFlags & 0x800) !== 0;
@@ -279,12 +273,55 @@ function expectedModel(objs: NftObject[]): Map<string, TableModel> {
         if (o.ruleId) rulesById.set(o.ruleId, { chain: c, text });
         break;
       }
-      case 'set': if (!o.name.startsWith('__set')) t.sets.set(o.name, setAttrs(o)); break;
+      case 'set': if (!o.name.startsWith('__set')) t.sets.set(o.name, records[i]!.shape); break;
       case 'delset': t.sets.delete(o.name); break;
       default: break;
     }
-  }
+  });
   return tables;
+}
+
+/** Each compiled batch's expected model, built on its first verify (verify only reads it). */
+const models = new WeakMap<CompiledNft, Map<string, TableModel>>();
+
+function modelOf(compiled: CompiledNft): Map<string, TableModel> {
+  let m = models.get(compiled);
+  if (!m) models.set(compiled, (m = expectedModel(compiled.expected(), compiled.size > 0 ? decodeRecords(compiled.batch!) : [])));
+  return m;
+}
+
+export interface VerifyOptions {
+  /**
+   * The netns's tables, when the caller has just listed them (`listTables`):
+   * saves the table dump.
+   */
+  tables?: readonly NftTableId[];
+}
+
+type TableDumps = [NftRecord[], NftRecord[], NftRecord[]];
+
+/**
+ * The chains, rules and sets of each table to compare. Where two or more of
+ * them share a family (the in-pod model's three inet tables), that family is
+ * dumped once for all (three dumps per netns instead of three per table: the
+ * restart verifies every pod); a lone table is dumped by name, so the host's
+ * other tables of its family (a firewall's) are not read.
+ */
+function tableContents(nf: NlTransport, tables: readonly TableModel[]): (t: TableModel) => Promise<TableDumps> {
+  const perFamily = new Map<number, number>();
+  for (const t of tables) perFamily.set(t.family, (perFamily.get(t.family) ?? 0) + 1);
+  const byFamily = new Map<number, Promise<TableDumps>>();
+  const dumps = (family: number, table?: string): Promise<TableDumps> => Promise.all([
+    dumpRecords(nf, NFT_MSG.GETCHAIN, family, table),
+    dumpRecords(nf, NFT_MSG.GETRULE, family, table),
+    dumpRecords(nf, NFT_MSG.GETSET, family, table),
+  ]);
+  return (t) => {
+    if (perFamily.get(t.family)! < 2) return dumps(t.family, t.name);
+    let p = byFamily.get(t.family);
+    if (!p) byFamily.set(t.family, (p = dumps(t.family)));
+    return p;
+  };
 }
 
 /**
@@ -294,54 +331,59 @@ function expectedModel(objs: NftObject[]): Map<string, TableModel> {
  * sets, tables that should be gone. Set elements are not compared (they
  * change at run time).
  */
-export async function verify(ns: Netns, compiled: CompiledNft): Promise<VerifyResult> {
+export async function verify(ns: Netns, compiled: CompiledNft, opts: VerifyOptions = {}): Promise<VerifyResult> {
   if (!(compiled instanceof CompiledNft)) throw new TypeError('nft.verify: expected a CompiledNft');
   if (compiled.path !== 'netlink') throw new TypeError(`nft.verify: the script is not compiled (${compiled.fallback?.reason ?? ''}); compare nft.list output instead`);
-  const model = expectedModel(compiled.expected());
+  if (opts.tables !== undefined && !Array.isArray(opts.tables)) throw new TypeError('nft.verify: tables must be an array of { family, name }');
+  const model = modelOf(compiled);
   const nf = (await ns.netlink()).nfnetlink;
   const drift: Drift[] = [];
-  const actualTables = await dumpObjects(nf, NFT_MSG.GETTABLE, 0);
+  const actualTables = opts.tables
+    ?? (await dumpRecords(nf, NFT_MSG.GETTABLE, 0)).filter((o) => o.kind === 'table').map((o) => ({ family: o.family, name: o.table }));
+  const present: TableModel[] = [];
   for (const t of model.values()) {
-    const exists = actualTables.some((o) => o.family === t.family && o.table === t.name);
+    const exists = actualTables.some((o) => o.family === t.family && o.name === t.name);
     if (!t.present) {
       if (exists) drift.push({ kind: 'unexpected-table', family: t.family, table: t.name });
       continue;
     }
     if (!exists) { drift.push({ kind: 'missing-table', family: t.family, table: t.name }); continue; }
-    const [chains, rules, sets] = await Promise.all([
-      dumpObjects(nf, NFT_MSG.GETCHAIN, t.family, t.name),
-      dumpObjects(nf, NFT_MSG.GETRULE, t.family, t.name),
-      dumpObjects(nf, NFT_MSG.GETSET, t.family, t.name),
-    ]);
-    const mine = <T extends NftObject>(l: T[]) => l.filter((o) => o.family === t.family && o.table === t.name);
+    present.push(t);
+  }
+  const contents = tableContents(nf, present);
+  for (const t of present) {
+    const [chains, rules, sets] = await contents(t);
+    const mine = (l: NftRecord[]) => l.filter((o) => o.family === t.family && o.table === t.name);
     const base = { family: t.family, table: t.name };
+    const ourChains = mine(chains).filter((c) => c.kind === 'chain');
+    const ourRules = mine(rules).filter((r) => r.kind === 'rule');
     for (const [name, exp] of t.chains) {
-      const act = mine(chains).find((c) => c.name === name);
+      const act = ourChains.find((c) => c.name === name);
       if (!act) { drift.push({ ...base, kind: 'missing-chain', chain: name }); continue; }
-      if (exp.attrs !== undefined && exp.attrs !== chainAttrs(act))
-        drift.push({ ...base, kind: 'chain-differs', chain: name, expected: exp.attrs, actual: chainAttrs(act), handle: act.handle });
-      const got = mine(rules).filter((r) => r.name === name);
+      if (exp.attrs !== undefined && exp.attrs !== act.shape)
+        drift.push({ ...base, kind: 'chain-differs', chain: name, expected: exp.attrs, actual: act.shape, handle: act.handle });
+      const got = ourRules.filter((r) => r.name === name);
       let k = 0;
       for (const want of exp.rules) {
-        const at = got.findIndex((r, idx) => idx >= k && ruleText(r) === want);
+        const at = got.findIndex((r, idx) => idx >= k && recordText(r) === want);
         if (at < 0) { drift.push({ ...base, kind: 'missing-rule', chain: name, expected: want }); continue; }
-        if (exp.known) for (const extra of got.slice(k, at)) drift.push({ ...base, kind: 'extra-rule', chain: name, actual: ruleText(extra), handle: extra.handle });
+        if (exp.known) for (const extra of got.slice(k, at)) drift.push({ ...base, kind: 'extra-rule', chain: name, actual: recordText(extra), handle: extra.handle });
         k = at + 1;
       }
-      if (exp.known) for (const extra of got.slice(k)) drift.push({ ...base, kind: 'extra-rule', chain: name, actual: ruleText(extra), handle: extra.handle });
+      if (exp.known) for (const extra of got.slice(k)) drift.push({ ...base, kind: 'extra-rule', chain: name, actual: recordText(extra), handle: extra.handle });
     }
     if (t.flushed) {
       // Chains the script did not declare but the flush emptied: rules there, or a hook, are drift.
-      for (const c of mine(chains)) {
+      for (const c of ourChains) {
         if (t.chains.has(c.name)) continue;
-        const n = mine(rules).filter((r) => r.name === c.name);
-        if (c.base || n.length) drift.push({ ...base, kind: 'extra-chain', chain: c.name, actual: `${chainAttrs(c)}, ${n.length} rules`, handle: c.handle });
+        const n = ourRules.filter((r) => r.name === c.name);
+        if (c.shape !== 'regular' || n.length) drift.push({ ...base, kind: 'extra-chain', chain: c.name, actual: `${c.shape}, ${n.length} rules`, handle: c.handle });
       }
     }
     for (const [name, attrs] of t.sets) {
-      const act = mine(sets).find((s) => s.name === name);
+      const act = mine(sets).find((x) => x.kind === 'set' && x.name === name);
       if (!act) drift.push({ ...base, kind: 'missing-set', set: name });
-      else if (setAttrs(act) !== attrs) drift.push({ ...base, kind: 'set-differs', set: name, expected: attrs, actual: setAttrs(act) });
+      else if (act.shape !== attrs) drift.push({ ...base, kind: 'set-differs', set: name, expected: attrs, actual: act.shape });
     }
   }
   return { ok: drift.length === 0, drift };

@@ -5,6 +5,7 @@ import type { Netns } from '../netns/netns.js';
 import { NFPROTO_UNSPEC } from '../nl/nfnl.js';
 import { retryInterruptedDump, type NlTransport } from '../nl/transport.js';
 import { NFT_MSG, type NftObject } from './ir.js';
+import { decodeRecords, type NftRecord } from './records.js';
 
 const GET_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(NFT_MSG).filter(([k]) => k.startsWith('GET')).map(([k, v]) => [v, `NFT_MSG_${k}`]),
@@ -20,6 +21,15 @@ export function dumpObjects(nf: NlTransport, msg: number, family: number, table?
   return retryInterruptedDump(async () => {
     const data = await nf.request(native().nftDumpRequest(msg, family, table, set), op);
     return data ? native().nftDecode(data) as NftObject[] : [];  // the decoder builds this IR
+  });
+}
+
+/** The same dump as dumpObjects, decoded only into what verify compares (records.ts). */
+export function dumpRecords(nf: NlTransport, msg: number, family: number, table?: string): Promise<NftRecord[]> {
+  const op = GET_NAMES[msg] ?? `NFT_MSG_${msg}`;
+  return retryInterruptedDump(async () => {
+    const data = await nf.request(native().nftDumpRequest(msg, family, table), op);
+    return data ? decodeRecords(data) : [];
   });
 }
 

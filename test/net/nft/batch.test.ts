@@ -292,6 +292,29 @@ describe.skipIf(!privileged('nft'))('nft send (real kernel)', () => {
     expect(v.drift).toEqual([{ kind: 'missing-table', family: 1, table: 'istio-ambient-raw' }]);
   });
 
+  it('verify reads a family once for the model\'s tables, and other tables of it change nothing', async () => {
+    const ns = await freshNetns();
+    const c = compile(golden('default.golden'));  // three inet tables: one chain, rule and set dump for all
+    await send(ns, c);
+    // Someone else's inet table with chains named like ours, rules and a set: not ours to compare.
+    await nftRun(ns, ['-f', '-'], 'add table inet other\nadd chain inet other istio-output\nadd rule inet other istio-output counter drop\n'
+      + 'add chain inet other output { type filter hook output priority 0 ; }\nadd set inet other s { type ipv4_addr ; }\n');
+    expect(await verify(ns, c)).toEqual({ ok: true, drift: [] });
+    // Drift in one of ours is still found, with its table, among everything the family dump returns.
+    await nftRun(ns, ['add', 'rule', 'inet', 'istio-ambient-raw', 'istio-output', 'counter', 'accept']);
+    expect((await verify(ns, c)).drift).toEqual([expect.objectContaining({ kind: 'extra-rule', table: 'istio-ambient-raw', chain: 'istio-output', actual: 'counter; immediate verdict accept' })]);
+  });
+
+  it('verify takes the table list the caller just read (no table dump), and a table missing from it is drift', async () => {
+    const ns = await freshNetns();
+    const c = compile(golden('default.golden'));
+    await send(ns, c);
+    const all = [{ family: 1, name: 'istio-ambient-nat' }, { family: 1, name: 'istio-ambient-mangle' }, { family: 1, name: 'istio-ambient-raw' }];
+    expect(await verify(ns, c, { tables: all })).toEqual({ ok: true, drift: [] });
+    expect((await verify(ns, c, { tables: all.slice(1) })).drift).toEqual([{ kind: 'missing-table', family: 1, table: 'istio-ambient-nat' }]);
+    await expect(verify(ns, c, { tables: 'nat' as never })).rejects.toThrow(TypeError);
+  });
+
   it('falls back to nft -f inside the netns, reporting it', async () => {
     const ns = await freshNetns();
     const script = 'add table inet fb\nadd chain inet fb c\nadd rule inet fb c log prefix "pw" accept\n';
