@@ -86,6 +86,8 @@ export interface AgentOptions {
   beforeSnapshot?: () => Promise<void>;
   /** For tests: awaited just before the node readiness taint is taken off (the agent is not ready yet). */
   beforeUntaint?: () => Promise<void>;
+  /** For tests: called instead of the native heap trim after a startup snapshot that restored pods (default trimNativeHeap). */
+  trimHeap?: () => boolean;
 }
 
 export interface StopOptions {
@@ -295,7 +297,7 @@ export class Agent {
     if (this.stopping) throw new AgentStartError('startup snapshot', new Error('agent is stopping'));
     // The snapshot proves and verifies every pod in one burst; the allocator keeps the pages that
     // burst freed unless asked (docs/benchmarks.md, "Agent memory and start-up").
-    if (pods.length > 0) trimNativeHeap();
+    if (pods.length > 0) (this.opts.trimHeap ?? trimNativeHeap)();
     this.restored = true;
     this.readiness.set('snapshotReconciled');
 

@@ -55,7 +55,7 @@ async function probeEntries(node: AgentTestNode): Promise<Map<string, string>> {
 }
 
 /** A node, a namespace, an agent and a ztunnel-like peer, all removed after the test. */
-async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Record<string, string>; beforeSnapshot?: () => Promise<void> } = {}) {
+async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Record<string, string>; beforeSnapshot?: () => Promise<void>; trimHeap?: () => boolean } = {}) {
   const node = await AgentTestNode.create();
   cleanups.push(() => node.teardown());
   const admin = adminClient();
@@ -69,6 +69,7 @@ async function setup(opts: { env?: Record<string, string>; namespaceLabels?: Rec
     logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'info' }, json: true, sink: { write: (l: string) => logs.push(l) } }),
     hostRuleRetryMs: 100,
     ...(opts.beforeSnapshot ? { beforeSnapshot: opts.beforeSnapshot } : {}),
+    ...(opts.trimHeap ? { trimHeap: opts.trimHeap } : {}),
   });
   cleanups.push(() => agent.stop({ cleanup: true }));
   const peer = new ZtunnelPeer({ path: node.zdsPath, backoffMaxMs: 200 });
@@ -304,8 +305,9 @@ describeKube('podwire agent: the plugin layer on POST /v1/cni', () => {
 });
 
 describeKube('podwire agent: DELs queued while it was down', () => {
-  it.skipIf(!privileged('nft'))('a DEL the shim queued for an enrolled sandbox is applied at the next start; one for a newer sandbox is not', async () => {
-    const { node, ns, agent, peer, config } = await setup({ namespaceLabels: { 'istio.io/dataplane-mode': 'ambient' } });
+  it.skipIf(!privileged('nft'))('a DEL the shim queued for an enrolled sandbox is applied at the next start; one for a newer sandbox is not; the heap is trimmed after a snapshot of pods', async () => {
+    let firstTrims = 0;
+    const { node, ns, agent, peer, config } = await setup({ namespaceLabels: { 'istio.io/dataplane-mode': 'ambient' }, trimHeap: () => { firstTrims++; return true; } });
     const gone = await node.addPod(ns, 'torn-down');
     const kept = await node.addPod(ns, 'recreated');
     await within('agent start', agent.start(), 30_000);
@@ -321,9 +323,16 @@ describeKube('podwire agent: DELs queued while it was down', () => {
     const rec = (p: TestPod, netns: string) => JSON.stringify({ containerId: `c-${p.name}`, netns, ifname: 'eth0', podNamespace: p.namespace, podName: p.name, podUid: p.uid, time: new Date().toISOString() });
     writeFileSync(`${q}/1-c-${gone.name}.json`, rec(gone, gone.netnsPath));
     writeFileSync(`${q}/2-c-${kept.name}.json`, rec(kept, '/var/run/netns/pwt-an-older-sandbox'));
-    const again = new Agent({ config, client: agentClient(), logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'none' }, json: true }) });
+    // The trim comes once the snapshot is restored and the queued DELs applied, before readiness.
+    const trims: Array<{ restored: boolean; queued: number; ready: boolean }> = [];
+    const again: Agent = new Agent({
+      config, client: agentClient(), logging: (await import('../../lib/util/log.js')).createLogging({ levels: { default: 'none' }, json: true }),
+      trimHeap: () => { trims.push({ restored: again.snapshot?.report.pods === 2, queued: readdirSync(q).length, ready: again.readiness.has('snapshotReconciled') }); return true; },
+    });
     cleanups.push(() => again.stop({ cleanup: true }));
     await within('second start', again.start(), 30_000);
+    expect(firstTrims).toBe(0);  // the first start's snapshot had no pods
+    expect(trims).toEqual([{ restored: true, queued: 0, ready: false }]);
     expect(again.node!.dataplane.cache.has(gone.uid)).toBe(false);
     expect(again.node!.dataplane.cache.get(kept.uid)?.netns).toBeTruthy();
     expect(readdirSync(q)).toEqual([]);
