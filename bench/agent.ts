@@ -61,7 +61,8 @@ import { writeResults, type Series } from './lib/report.js';
 import { cliBundle, startPodwireCli } from './lib/podwire-cli.js';
 import type { ChildSpec, MemSample, ReadyMsg, SnapshotSummary } from './lib/agent-child.js';
 
-const mb = (b: number) => Math.round(b / 1e5) / 10;
+/** Bytes → MiB, one decimal (upstream's agent is measured in the same unit: bench/lib/istio-agent.ts). */
+const mb = (b: number) => Math.round(b / 104857.6) / 10;
 const ms1 = (x: number) => Math.round(x * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -332,7 +333,7 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
         }
       }
       for (const [what, xs] of [['image bundle', out.cli], ['modules', out.cliModules]] as const) {
-        log(`podwire agent (CLI, ${what}): new process → /readyz ${xs.map((c) => c.spawnToReadyMs).join(', ')} ms (no pods); RSS ${xs.map((c) => c.mem.rssMb).join(', ')} MB`);
+        log(`podwire agent (CLI, ${what}): new process → /readyz ${xs.map((c) => c.spawnToReadyMs).join(', ')} ms (no pods); RSS ${xs.map((c) => c.mem.rssMb).join(', ')} MiB`);
       }
     }
     peer = new ZtunnelPeer({ path: node.zdsPath, listeners: false, backoffInitialMs: 20, backoffMaxMs: 100, maxLogEntries: 0, maxCaptures: 0 }).start();
@@ -483,7 +484,7 @@ async function upstreamSide(opts: { root: string; admin: KubeClient; cluster: { 
       if (Date.now() > end) throw new Error(`ztunnel peer holds ${peer.activeCount} of ${opts.pods} pods`);
     }
     out.memEnrolled = agent.mem();
-    log(`RSS idle ${out.memIdle.rssMb} MB, after ${opts.labelPods} pods ${out.memFirst?.rssMb} MB, after ${opts.pods} pods ${out.memEnrolled.rssMb} MB`);
+    log(`RSS idle ${out.memIdle.rssMb} MiB, after ${opts.labelPods} pods ${out.memFirst?.rssMb} MiB, after ${opts.pods} pods ${out.memEnrolled.rssMb} MiB`);
     await agent.kill();
     agent = undefined;
     for (let r = 0; r < opts.runs; r++) {
@@ -499,7 +500,7 @@ async function upstreamSide(opts: { root: string; admin: KubeClient; cluster: { 
       await sleep(1000);
       const mem = agent.mem();
       out.restarts!.push({ spawnToReadyMs: ms1(agent.spawnToReadyMs), zdsMs, mem });
-      log(`restart ${r + 1}: spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms, ztunnel has all ${zdsMs} ms after ready, RSS ${mem.rssMb} MB`);
+      log(`restart ${r + 1}: spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms, ztunnel has all ${zdsMs} ms after ready, RSS ${mem.rssMb} MiB`);
       await agent.kill();
       agent = undefined;
     }
@@ -642,6 +643,7 @@ async function main(): Promise<void> {
       restartToReady: { goalMs: 1000, pods, medianMs: ms1(restartMed), met: restartMed <= 1000 },
     };
     doc.memory = {
+      unit: 'every *Mb field is MiB (2^20 bytes), podwire and upstream alike',
       note: 'the agent alone: a child process per agent (the ztunnel peer and the harness are in the bench process); RSS after two gc() calls, peak = VmHWM of that process',
       agentIdleMb: pw.memIdle, agentAfterLabelPodsMb: pw.memFirst, agentEnrolledMb: pw.memEnrolled, agentAfterRestartMb: pw.restarts.map((x) => x.mem),
       upstream: upstream.available

@@ -13,7 +13,8 @@ import { loadKubeconfig } from '../../lib/kube/config.js';
 import { nativeHeapStats } from '../../lib/net/heap.js';
 import { createLogging, type Logging } from '../../lib/util/log.js';
 
-const mb = (b: number) => Math.round(b / 1e5) / 10;
+/** Bytes → MiB, one decimal (upstream's agent is measured in the same unit: bench/lib/istio-agent.ts). */
+const mb = (b: number) => Math.round(b / 104857.6) / 10;
 const ms1 = (x: number) => Math.round(x * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

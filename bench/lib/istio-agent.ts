@@ -130,14 +130,14 @@ export interface UpstreamAgent {
   pid: number;
   /** spawn → :8000/readyz answered 200, ms. */
   spawnToReadyMs: number;
-  /** VmRSS / VmHWM of the agent process, MB. */
+  /** VmRSS / VmHWM of the agent process, MiB. */
   mem(): { rssMb: number; peakRssMb: number; threads: number };
   kill(): Promise<void>;
 }
 
 const mb = (kb: number) => Math.round(kb / 102.4) / 10;
 
-/** A process's VmRSS, VmHWM (MB) and thread count from /proc, without touching it (no forced GC). */
+/** A process's VmRSS, VmHWM (MiB) and thread count from /proc, without touching it (no forced GC). */
 export function processMem(pid: number): { rssMb: number; peakRssMb: number; threads: number } {
   const s = readFileSync(`/proc/${pid}/status`, 'utf8');
   const f = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? NaN);
