@@ -85,6 +85,8 @@ function rbacOf(r: Rendered) {
 }
 
 const KNOWN_ENV = new Set([...SETTINGS, ...INSTALL_SETTINGS, ...REPAIR_SETTINGS].flatMap((s) => [s.env, ...(s.envAliases ?? [])]).filter((e): e is string => !!e));
+/** Read by Node and glibc, not the agent: the memory settings the image also sets (docs/benchmarks.md). */
+const RUNTIME_ENV = { NODE_OPTIONS: '--max-semi-space-size=1', MALLOC_ARENA_MAX: '2' };
 
 async function renderFails(values: object): Promise<HelmError> {
   try {
@@ -177,7 +179,11 @@ describe('Helm chart deploy/chart/podwire: lint and render', () => {
   it('sets only environment variables the agent reads, and with the defaults the agent runs as with no settings at all', async () => {
     const r = await helm.template('podwire', 'istio-system');
     const { env, agent, install, repair } = agentView(r);
-    for (const name of Object.keys(env)) expect(KNOWN_ENV.has(name), `${name} is a setting of podwire agent`).toBe(true);
+    for (const name of Object.keys(env)) expect(KNOWN_ENV.has(name) || name in RUNTIME_ENV, `${name} is a setting of podwire agent`).toBe(true);
+    // The measured memory settings are the chart's defaults whatever the image; `env` replaces them.
+    expect(env).toMatchObject(RUNTIME_ENV);
+    const own = containerEnv(await helm.template('podwire', 'istio-system', { env: { NODE_OPTIONS: '--max-old-space-size=256', MALLOC_ARENA_MAX: '4' } }));
+    expect(own).toMatchObject({ NODE_OPTIONS: '--max-old-space-size=256', MALLOC_ARENA_MAX: '4' });
     expect(agent).toMatchObject({ nodeName: 'node-a', podName: 'istio-cni-node-x1', podNamespace: 'istio-system', ambientEnabled: true });
     expect(agent.enablementSelectors).toEqual(DEFAULT_ENABLEMENT_SELECTORS);
     // The chart's defaults are the agent's own (they follow Istio's chart), except the log format.
