@@ -67,5 +67,10 @@ export class NetnsRef {
     }
   }
 
+  /** Lets the netns's netlink sockets go now, unless an operation is using them (the last one lets them go then). */
+  closeNetlink(): void {
+    if (this.users === 0) this.ns.closeNetlink();
+  }
+
   private users = 0;
 }

@@ -8,8 +8,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { V1Pod } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { restoreSnapshot } from '../../lib/agent/snapshot.js';
 import { ERR_NETNS_IS_HOST } from '../../lib/dataplane/errors.js';
+import type { PodInfo } from '../../lib/dataplane/types.js';
+import { native } from '../../lib/net/binding.js';
 import { openPodNetns, scanPodNetns, type OpenPodNetnsResult } from '../../lib/dataplane/proc-scan.js';
 import { Netns } from '../../lib/net/netns/netns.js';
 import { freshNetns } from '../helpers/netns.js';
@@ -79,11 +83,17 @@ function reuse(root: string, pid: number, target: string): void {
 }
 
 const nsOf = (child: { pid: number }) => `/proc/${child.pid}/ns/net`;
+/** Open fds, once the addon's finished jobs have let go of their copies (a job's netns fd dup closes after its completion runs). */
+const fdCount = async () => {
+  await new Promise((r) => setImmediate(r));
+  return readdirSync('/proc/self/fd').length;
+};
 
 async function withIps(...ips: string[]) {
   const ns = await freshNetns();
   const nl = await ns.netlink();
   for (const ip of ips) await nl.addrs.add('lo', `${ip}/32`);
+  ns.closeNetlink();  // the code under test opens its own
   return ns;
 }
 
@@ -202,15 +212,52 @@ describe.skipIf(!privileged())('a pod netns is proved before it is used', () => 
       101: { target: `/run/netns/${y.name}`, uid: UID_A, start: 200 },
       102: { target: `/run/netns/${x.name}`, uid: UID_B, start: 300 },
     });
-    const fds = () => readdirSync('/proc/self/fd').length;
-    const before = fds();
+    const before = await fdCount();
     const r = await openPodNetns(pods, { procRoot: root });
     expect(r.found.get(UID_A)).toMatchObject({ pid: 100, ...x.id });
     expect(r.found.has(UID_B)).toBe(false);
     expect(r.refused).toEqual([expect.objectContaining({ uid: UID_B, reason: 'claimed' })]);
-    expect(fds()).toBe(before + 1);  // A's netns only: the other proofs closed what they opened
+    expect(await fdCount()).toBe(before + 1);  // A's netns only: the other proofs closed what they opened
     r.found.get(UID_A)!.ref.release();
-    expect(fds()).toBe(before);
+    expect(await fdCount()).toBe(before);
+  });
+
+  it('the startup snapshot verifies each pod on the sockets its proof opened, and leaves none open after', async () => {
+    const hostNs = await freshNetns();
+    const ips = ['198.18.23.11', '198.18.23.12', '198.18.23.13'];
+    const uids = [UID_A, UID_B, '72f7f152-440c-66ac-9084-e0fc1d8a910c'];
+    const pods = await Promise.all(ips.map((ip) => withIps(ip)));
+    const root = procRoot(`/run/netns/${hostNs.name}`, Object.fromEntries(pods.map((p, i) => [100 + i, { target: `/run/netns/${p.name}`, uid: uids[i]!, start: 10 + i }])));
+    const v1 = (i: number): V1Pod => ({
+      metadata: { uid: uids[i], name: `p${i}`, namespace: 'default', annotations: { 'ambient.istio.io/redirection': 'enabled' } },
+      spec: { serviceAccountName: 'default', containers: [] }, status: { phase: 'Running', podIP: ips[i], podIPs: [{ ip: ips[i]! }] },
+    });
+    for (const reconcileRules of [true, false]) {
+      const { dp, rules } = fakeDataplane();
+      await dp.start();
+      for (const [i, p] of pods.entries()) rules.applied.set(uids[i]!, p.id.ino);  // enrolled before the restart
+      // The rules' verify reads the netns over netlink, as the real one does.
+      const verify = rules.verify.bind(rules);
+      rules.verify = async (ns, pod: PodInfo) => {
+        await (await ns.netlink()).links.list();
+        return verify(ns, pod);
+      };
+      const opens = vi.spyOn(native(), 'nlOpen');
+      const before = await fdCount();
+      try {
+        const s = await restoreSnapshot({ pods: [0, 1, 2].map(v1), dataplane: dp, procRoot: root, reconcileRules });
+        expect(s.report).toMatchObject({ pods: 3, failed: [], repaired: [], complete: true });
+        expect(rules.calls.filter((c) => c.startsWith('verify')).length).toBe(reconcileRules ? 3 : 0);
+        // One netlink open per pod: the proof's (its sockets made twice, a verify cost two setns round trips).
+        expect(opens).toHaveBeenCalledTimes(3);
+        // Held after: each pod's netns fd, in the dataplane's cache; no socket, whether verified or kept.
+        expect(await fdCount()).toBe(before + 3);
+      } finally {
+        opens.mockRestore();
+        await dp.close();
+      }
+      expect(await fdCount()).toBe(before);
+    }
   });
 
   it('a process in the node\'s netns (this process\'s own, or the proc root\'s pid 1) is refused even when it holds the pod IP', async () => {
