@@ -33,8 +33,8 @@
 // the first namespace and after all pods, new process → ready (its :8000/readyz) at start and
 // after each restart (SIGKILL, so nothing is cleaned up), and label → enabled.
 //
-//   npm run bench:agent -- [--pods 1000] [--runs 3] [--label-pods 100] [--flush 5] [--node-flags='...'] [--upstream auto|off] [--out agent]
-//   (--node-flags: extra Node/V8 flags for the agent processes, e.g. --max-semi-space-size=1;
+//   npm run bench:agent -- [--pods 1000] [--runs 3] [--label-pods 100] [--flush 5] [--node-flags='...'] [--upstream auto|off] [--istio-style on|off] [--out agent]
+//   (--istio-style off: podwire alone, for profiling runs; --node-flags: extra Node/V8 flags for the agent processes, e.g. --max-semi-space-size=1;
 //    --out: results file name in bench/results, default agent)
 //   (or: npm run bench -- agent [--pods N] ...)
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
@@ -516,7 +516,7 @@ async function upstreamSide(opts: { root: string; admin: KubeClient; cluster: { 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' }, upstream: { type: 'string', default: 'auto' }, out: { type: 'string', default: 'agent' } },
+    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' }, upstream: { type: 'string', default: 'auto' }, 'istio-style': { type: 'string', default: 'on' }, out: { type: 'string', default: 'agent' } },
     strict: true,
   });
   const int = (k: string, v: string, min: number) => {
@@ -531,6 +531,7 @@ async function main(): Promise<void> {
   // Extra Node/V8 flags for the agent processes (e.g. --max-semi-space-size=1), recorded in the results.
   const nodeFlags = values['node-flags']!.split(/\s+/).filter(Boolean);
   if (!['auto', 'off'].includes(values.upstream!)) throw new Error(`--upstream must be auto or off, got ${values.upstream}`);
+  if (!['on', 'off'].includes(values['istio-style']!)) throw new Error(`--istio-style must be on or off, got ${values['istio-style']}`);
   const outName = values.out!;
   if (!/^agent[a-z0-9-]*$/.test(outName)) throw new Error(`--out must be agent or agent-<suffix>, got ${outName}`);
 
@@ -544,7 +545,7 @@ async function main(): Promise<void> {
     admin = new KubeClient(loadKubeconfig(cp.adminKubeconfig), { requestTimeoutMs: 30_000 });
     const o = { root, admin, kubeconfig: cp.agentKubeconfig, pods, labelPods, runs, flush, nodeFlags, children };
     const pw = await side('podwire', o);
-    const is = await side('istio', o);
+    const is = values['istio-style'] === 'on' ? await side('istio', o) : undefined;
     const upstream: UpstreamResult = values.upstream === 'off' ? { available: false, why: '--upstream off' }
       : await upstreamSide({ root, admin, cluster: { server: cp.server, caFile: cp.caFile, agentTokenFile: cp.agentTokenFile }, pods, labelPods, runs });
     const parentRss = mb(process.memoryUsage().rss);
@@ -561,14 +562,15 @@ async function main(): Promise<void> {
     });
     const series: Series[] = [
       { label: `podwire: restart → ready (${pods} pods)`, samples: us(pw.restarts.map((x) => x.startMs)), notes: { ...restNote(pw), rulesUnchanged: pw.rulesUnchanged, rssAfterRestartMb: pw.restarts.map((x) => x.mem?.rssMb), peakRssMb: pw.restarts.map((x) => x.mem?.peakRssMb) } },
-      { label: `Istio-style: restart → ready (${pods} pods)`, samples: us(is.restarts.map((x) => x.startMs)), notes: { ...restNote(is), rulesInLastAgent: is.istioRules?.[1] } },
+      ...(is ? [{ label: `Istio-style: restart → ready (${pods} pods)`, samples: us(is.restarts.map((x) => x.startMs)), notes: { ...restNote(is), rulesInLastAgent: is.istioRules?.[1] } }] : []),
       { label: `podwire: startup snapshot (${pods} pods)`, samples: us(pw.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(pw.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } },
-      { label: `Istio-style: startup snapshot (${pods} pods)`, samples: us(is.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(is.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } },
+      ...(is ? [{ label: `Istio-style: startup snapshot (${pods} pods)`, samples: us(is.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(is.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } }] : []),
     ];
-    const labelSeries = (who: string, r: SideResult, key: 'first' | 'rest', what: string) => {
-      const l = r.label[key];
-      const extra = who === 'podwire' ? { procScanPerPodMs: r.procScanMs } : { rulesInFirstAgent: r.istioRules?.[0] };
-      if (l) series.push({ label: `${who}: label → ${l.pods} ${what} enabled`, samples: [l.ms * 1000], notes: { pods: l.pods, perPodMs: Math.round((l.ms / l.pods) * 100) / 100, ...extra } });
+    const labelSeries = (who: string, r: SideResult | undefined, key: 'first' | 'rest', what: string) => {
+      const l = r?.label[key];
+      if (!l) return;
+      const extra = who === 'podwire' ? { procScanPerPodMs: r!.procScanMs } : { rulesInFirstAgent: r!.istioRules?.[0] };
+      series.push({ label: `${who}: label → ${l.pods} ${what} enabled`, samples: [l.ms * 1000], notes: { pods: l.pods, perPodMs: Math.round((l.ms / l.pods) * 100) / 100, ...extra } });
     };
     labelSeries('podwire', pw, 'first', 'pods');
     labelSeries('Istio-style', is, 'first', 'pods');
@@ -579,12 +581,12 @@ async function main(): Promise<void> {
       { label: `podwire: drift round, no drift (${pods} pods)`, samples: us(d.clean.map((x) => x.durationMs)), notes: { pods: d.clean[0]!.checked, drifted: d.clean.map((x) => x.drifted), perPodMs: Math.round((median(d.clean.map((x) => x.durationMs)) / pods) * 1000) / 1000 } },
       { label: `podwire: drift round, ${flush} flushed (${pods} pods)`, samples: us(d.flushed.map((x) => x.durationMs)), notes: { pods: d.flushed[0]!.checked, flushed: flush, drifted: d.flushed.map((x) => x.drifted), repaired: d.flushed.map((x) => x.repaired), parts: d.flushed[0]!.parts, driftedInNextRound: d.after.drifted } },
     );
-    const ratios: Record<string, [string, string]> = {
-      'Istio-style / podwire restart → ready': [series[1]!.label, series[0]!.label],
-      'Istio-style / podwire startup snapshot': [series[3]!.label, series[2]!.label],
+    const ratios: Record<string, [string, string]> = is ? {
+      'Istio-style / podwire restart → ready': [`Istio-style: restart → ready (${pods} pods)`, `podwire: restart → ready (${pods} pods)`],
+      'Istio-style / podwire startup snapshot': [`Istio-style: startup snapshot (${pods} pods)`, `podwire: startup snapshot (${pods} pods)`],
       [`Istio-style / podwire label → ${labelPods} pods enabled`]: [`Istio-style: label → ${labelPods} pods enabled`, `podwire: label → ${labelPods} pods enabled`],
-    };
-    if (pods > labelPods) ratios[`Istio-style / podwire label → ${pods - labelPods} more pods enabled`] = [`Istio-style: label → ${pods - labelPods} more pods enabled`, `podwire: label → ${pods - labelPods} more pods enabled`];
+    } : {};
+    if (is && pods > labelPods) ratios[`Istio-style / podwire label → ${pods - labelPods} more pods enabled`] = [`Istio-style: label → ${pods - labelPods} more pods enabled`, `podwire: label → ${pods - labelPods} more pods enabled`];
     // New process → ready (Node or Go runtime, imports, start), podwire and upstream's own agent.
     series.push(
       { label: 'podwire: new process → ready (no pods)', samples: [pw.firstSpawnToReadyMs! * 1000], notes: { pods: 0 } },
@@ -652,7 +654,7 @@ async function main(): Promise<void> {
       benchProcessRssMb: parentRss,
     };
     const commit = (() => { try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { return undefined; } })();
-    doc.setup = { commit, pods, labelPods, flush, runs, agentNodeFlags: ['--expose-gc', ...nodeFlags], buildSeconds: { podwire: ms1(pw.buildS), istio: ms1(is.buildS) } };
+    doc.setup = { commit, pods, labelPods, flush, runs, agentNodeFlags: ['--expose-gc', ...nodeFlags], buildSeconds: { podwire: ms1(pw.buildS), istio: is ? ms1(is.buildS) : undefined }, istioStyle: values['istio-style'] };
     writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
     console.log(JSON.stringify({ checks: doc.checks, goals: doc.goals, memory: doc.memory }, null, 2));
   } finally {

@@ -3,7 +3,9 @@
 // (the bench's own modules — node building, the ztunnel peer, the report — stay in the parent), so
 // start-up and memory are the agent's; the Istio-style agent's parts load only in that mode.
 // The parent forks it with the spec as argv[2], and drives it over IPC.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { Agent } from '../../lib/agent/agent.js';
 import { parseAgentConfig, type AgentConfig } from '../../lib/agent/config.js';
 import type { DriftRound } from '../../lib/agent/drift-check.js';
@@ -110,8 +112,30 @@ async function podwireAgent(config: AgentConfig, client: KubeClient, logging: Lo
     if (v) marks[c] = ms1(performance.now() - t0);
     set(c, v);
   };
+  // BENCH_AGENT_CPU_PROFILE=<dir>: a CPU profile of start() alone (the process's boot and what follows
+  // ready left out); BENCH_AGENT_HEAP_PROFILE=<dir>: what start() allocated, by stack (sampled, collected
+  // objects included: what the young generation had to scavenge).
+  const cpuDir = process.env.BENCH_AGENT_CPU_PROFILE;
+  const heapDir = process.env.BENCH_AGENT_HEAP_PROFILE;
+  const profiler = cpuDir || heapDir ? new Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    if (cpuDir) {
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.setSamplingInterval', { interval: 200 });
+      await profiler.post('Profiler.start');
+    } else {
+      await profiler.post('HeapProfiler.enable');
+      await profiler.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    }
+  }
   await agent.start();
   const startMs = performance.now() - t0;
+  if (profiler) {
+    const profile = cpuDir ? (await profiler.post('Profiler.stop')).profile : (await profiler.post('HeapProfiler.stopSampling')).profile;
+    writeFileSync(join((cpuDir ?? heapDir)!, `start-${process.pid}.${cpuDir ? 'cpuprofile' : 'heapprofile'}`), JSON.stringify(profile));
+    profiler.disconnect();
+  }
   return {
     startMs, marks, snapshot: agent.snapshot,
     enrolled: () => agent.enrolledCount(),
