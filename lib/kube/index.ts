@@ -12,7 +12,7 @@ export { withRetry } from './retry.js';
 export type { RetryOptions } from './retry.js';
 export { Informer, objectKey } from './informer.js';
 export type { InformerOptions, InformerStats, BackoffOptions } from './informer.js';
-export { PODS, NAMESPACES, NODES, podInformer, namespaceInformer } from './resources.js';
+export { PODS, NAMESPACES, NODES, podInformer, namespaceInformer, stripManagedFields } from './resources.js';
 export type { ResourceSpec, ListQuery, PodInformerOptions } from './resources.js';
 export { getPod, patchPodMetadata, patchPodStatus, annotatePodViaStatus, deletePod } from './pods.js';
 export type { PodRef, MetadataPatch, GetOptions, DeletePodOptions } from './pods.js';

@@ -31,7 +31,7 @@ export interface BackoffOptions {
   maxMs?: number;
 }
 
-export interface InformerOptions {
+export interface InformerOptions<T extends KubernetesObject = KubernetesObject> {
   /** e.g. `spec.nodeName=node-1`. */
   fieldSelector?: string;
   /** e.g. `istio.io/dataplane-mode=ambient`. */
@@ -50,6 +50,11 @@ export interface InformerOptions {
   backoff?: BackoffOptions;
   /** Re-deliver every cached object as an update (old === new) this often. Off by default. */
   resyncMs?: number;
+  /**
+   * Applied to every object as it arrives (list items and watch objects), before it is cached or
+   * delivered: what it returns is what the cache holds (client-go's SetTransform). It must not throw.
+   */
+  transform?: (obj: T) => T;
 }
 
 /** Plain counters, for metrics. */
@@ -109,10 +114,11 @@ export class Informer<T extends KubernetesObject> {
   private endWatch: ((e: WatchEnd) => void) | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   private paused: { promise: Promise<void>; resume: () => void } | undefined;
-  private readonly o: Required<Omit<InformerOptions, 'fieldSelector' | 'labelSelector' | 'resyncMs' | 'backoff' | 'idleTimeoutMs'>> &
+  private readonly o: Required<Omit<InformerOptions, 'fieldSelector' | 'labelSelector' | 'resyncMs' | 'backoff' | 'idleTimeoutMs' | 'transform'>> &
     Pick<InformerOptions, 'fieldSelector' | 'labelSelector' | 'resyncMs' | 'idleTimeoutMs'> & { backoff: Required<BackoffOptions> };
+  private readonly transform: ((obj: T) => T) | undefined;
 
-  constructor(readonly client: KubeClient, readonly spec: ResourceSpec<T>, opts: InformerOptions = {}) {
+  constructor(readonly client: KubeClient, readonly spec: ResourceSpec<T>, opts: InformerOptions<T> = {}) {
     const watchTimeoutSeconds = opts.watchTimeoutSeconds ?? 300;
     if (!Number.isInteger(watchTimeoutSeconds) || watchTimeoutSeconds < 1) throw new RangeError(`watchTimeoutSeconds must be a positive integer, got ${watchTimeoutSeconds}`);
     const pageSize = opts.pageSize ?? 500;
@@ -130,6 +136,8 @@ export class Informer<T extends KubernetesObject> {
     if (opts.labelSelector !== undefined) this.o.labelSelector = opts.labelSelector;
     if (opts.resyncMs !== undefined) this.o.resyncMs = checkTimeout(opts.resyncMs, 'resyncMs');
     if (opts.idleTimeoutMs !== undefined) this.o.idleTimeoutMs = checkTimeout(opts.idleTimeoutMs, 'idleTimeoutMs');
+    if (opts.transform !== undefined && typeof opts.transform !== 'function') throw new TypeError('transform must be a function');
+    this.transform = opts.transform;
     this.synced = new Promise<void>((resolve, reject) => {
       this.settleSynced = (err) => (err === undefined ? resolve() : reject(err));
     });
@@ -289,7 +297,7 @@ export class Informer<T extends KubernetesObject> {
           ...(this.o.fieldSelector ? { fieldSelector: this.o.fieldSelector } : {}),
           ...(this.o.labelSelector ? { labelSelector: this.o.labelSelector } : {}),
         }, options), { timeoutMs: this.o.listTimeoutMs, signal: this.stop$.signal });
-        for (const it of page.items) items.push(it);
+        for (const it of page.items) items.push(this.transform ? this.transform(it) : it);
         rv = page.metadata?.resourceVersion ?? rv;
         cont = page.metadata?._continue || undefined;
         if (!cont) break;
@@ -396,7 +404,7 @@ export class Informer<T extends KubernetesObject> {
     if (meta?.resourceVersion) this.resourceVersion = meta.resourceVersion;
     if (type === 'BOOKMARK') return undefined;
     // Typed like list items (Dates revived by the stream).
-    const obj = raw as T;
+    const obj = this.transform ? this.transform(raw as T) : raw as T;
     const k = objectKey(obj);
     if (type === 'ADDED' || type === 'MODIFIED') {
       this.upsert(k, obj);

@@ -45,21 +45,31 @@ export const NODES: ResourceSpec<V1Node> = {
   resource: 'nodes', path: '/api/v1/nodes', kind: 'Node', namespaced: false,
 };
 
-export interface PodInformerOptions extends Omit<InformerOptions, 'fieldSelector'> {
+/**
+ * The informer transform of Istio's agent (its kclient's default): `metadata.managedFields` is
+ * dropped before an object is cached. The server-side-apply bookkeeping is often the largest part
+ * of a pod's JSON and nothing the agent reads.
+ */
+export function stripManagedFields<T extends KubernetesObject>(obj: T): T {
+  if (obj.metadata?.managedFields !== undefined) delete obj.metadata.managedFields;
+  return obj;
+}
+
+export interface PodInformerOptions extends Omit<InformerOptions<V1Pod>, 'fieldSelector'> {
   /** Only pods bound to this node (field selector spec.nodeName=<nodeName>). Required. */
   nodeName: string;
 }
 
-/** This node's pods. An empty node name would silently select every unscheduled pod, so it is refused. */
+/** This node's pods, managedFields stripped unless `transform` says otherwise. An empty node name would silently select every unscheduled pod, so it is refused. */
 export function podInformer(client: KubeClient, opts: PodInformerOptions): Informer<V1Pod> {
   const { nodeName, ...rest } = opts;
   if (typeof nodeName !== 'string' || nodeName === '' || /[,=!]/.test(nodeName)) {
     throw new TypeError(`podInformer: nodeName must be a node name, got ${JSON.stringify(nodeName)}`);
   }
-  return new Informer(client, PODS, { ...rest, fieldSelector: `spec.nodeName=${nodeName}` });
+  return new Informer(client, PODS, { transform: stripManagedFields, ...rest, fieldSelector: `spec.nodeName=${nodeName}` });
 }
 
-/** All namespaces (or those matching labelSelector). */
-export function namespaceInformer(client: KubeClient, opts: InformerOptions = {}): Informer<V1Namespace> {
-  return new Informer(client, NAMESPACES, opts);
+/** All namespaces (or those matching labelSelector). managedFields are stripped unless `transform` says otherwise. */
+export function namespaceInformer(client: KubeClient, opts: InformerOptions<V1Namespace> = {}): Informer<V1Namespace> {
+  return new Informer(client, NAMESPACES, { transform: stripManagedFields, ...opts });
 }

@@ -29,7 +29,7 @@ import { createPodEvent } from '../kube/events.js';
 import { Informer } from '../kube/informer.js';
 import { podPath } from '../kube/paths.js';
 import { annotatePodViaStatus, podIps, podKey } from '../kube/pods.js';
-import { PODS } from '../kube/resources.js';
+import { PODS, stripManagedFields } from '../kube/resources.js';
 import { programSidecar as defaultProgramSidecar, sidecarEligibility } from '../cni/sidecar.js';
 import { EnrollError } from '../dataplane/errors.js';
 import type { NetnsRef } from '../dataplane/netns-ref.js';
@@ -223,6 +223,7 @@ export class RepairController {
       throw new TypeError('sharedPods cannot be used with REPAIR_FIELD_SELECTORS or REPAIR_LABEL_SELECTORS');
     }
     this.pods = opts.sharedPods ?? new Informer(opts.client, PODS, {
+      transform: stripManagedFields,
       fieldSelector,
       ...(cfg.labelSelectors.trim() !== '' ? { labelSelector: cfg.labelSelectors.trim() } : {}),
       ...(opts.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: opts.watchTimeoutSeconds } : {}),

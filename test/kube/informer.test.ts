@@ -3,8 +3,8 @@
 // namespace informer sees label flips, resync re-delivers the cache.
 import { afterEach, expect, it } from 'vitest';
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
-import { podInformer, namespaceInformer } from '../../lib/kube/resources.js';
-import type { Informer } from '../../lib/kube/informer.js';
+import { PODS, podInformer, namespaceInformer } from '../../lib/kube/resources.js';
+import { Informer } from '../../lib/kube/informer.js';
 import { adminClient, createPod, deletePodNow, describeKube, freshNamespace, kubeEnv, until, within } from '../helpers/kube.js';
 
 type Ev = { type: 'add' | 'update' | 'delete'; key: string; rv?: string; oldRv?: string };
@@ -120,6 +120,31 @@ describeKube('kube informers', () => {
     expect(inf.stats.handlerErrors).toBe(2);
     expect(errors).toHaveLength(2);
     expect(inf.size).toBe(2);
+  });
+
+  it('the agent\'s informers cache objects without managedFields (as Istio\'s), listed or watched; a plain informer keeps them', async () => {
+    const admin = adminClient();
+    const ns = await freshNamespace(admin);
+    const node = `n4-${process.pid}`;
+    await createPod(admin, ns, 'listed', node);
+    const pods = podInformer(admin, { nodeName: node });
+    const plain = new Informer(admin, PODS, { fieldSelector: `spec.nodeName=${node}` });
+    const nss = namespaceInformer(admin);
+    running.push(pods, plain, nss);
+    await within('sync', Promise.all([pods.start().synced, plain.start().synced, nss.start().synced]), 15_000);
+    await createPod(admin, ns, 'watched', node);
+    await until('the watched pod in both caches', () => pods.get('watched', ns) && plain.get('watched', ns));
+    // The apiserver records who set which field on every write: a plain cache holds that.
+    expect(plain.get('listed', ns)?.metadata?.managedFields?.length).toBeGreaterThan(0);
+    expect(plain.get('watched', ns)?.metadata?.managedFields?.length).toBeGreaterThan(0);
+    for (const name of ['listed', 'watched']) {
+      const p = pods.get(name, ns)!;
+      expect(p.metadata).not.toHaveProperty('managedFields');
+      expect(p.spec?.nodeName).toBe(node);  // the rest as it was
+      expect(p.metadata?.creationTimestamp).toBeInstanceOf(Date);
+    }
+    expect(nss.get(ns)?.metadata).not.toHaveProperty('managedFields');
+    expect(nss.get(ns)?.metadata?.name).toBe(ns);
   });
 
   it('refuses an empty node name (it would select every unscheduled pod)', () => {

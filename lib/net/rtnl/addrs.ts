@@ -1,7 +1,7 @@
 // Interface addresses over rtnetlink, in iproute2's vocabulary.
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST } from '../nl/codec.js';
 import type { NlTransport } from '../nl/transport.js';
-import { IFA, IFA_F, RTM, SCOPES, scopeName } from './constants.js';
+import { IFA, IFA_F, RTM, SCOPES, flagNames, scopeName } from './constants.js';
 import { afOf, type Family, familyOfAf, formatIp, parseIp, parsePrefix } from '../ip.js';
 import type { LinkRef, Links } from './links.js';
 
@@ -30,6 +30,7 @@ export interface AddrOptions {
 }
 
 const IFADDR_LEN = 8;
+const IFA_F_NAMES = Object.entries(IFA_F);
 
 function ifaddrmsg(family: number, prefixLen: number, flags: number, scope: number, index: number): Buffer {
   const b = Buffer.alloc(IFADDR_LEN);
@@ -51,14 +52,15 @@ export function parseAddr(body: Buffer): Addr | undefined {
   const mine = local ?? addr;
   if (!mine) return undefined;
   const flagBits = a.u32(IFA.FLAGS) ?? body.readUInt8(2);
+  const address = formatIp(mine);
   const out: Addr = {
     family,
     index: body.readUInt32LE(4),
-    address: formatIp(mine),
+    address,
     prefixLen,
-    cidr: `${formatIp(mine)}/${prefixLen}`,
+    cidr: `${address}/${prefixLen}`,
     scope: scopeName(body.readUInt8(3)),
-    flags: Object.entries(IFA_F).filter(([, bit]) => flagBits & bit).map(([n]) => n),
+    flags: flagNames(IFA_F_NAMES, flagBits),
   };
   const label = a.str(IFA.LABEL);
   if (label) out.label = label;

@@ -58,7 +58,16 @@ export const RULE_ACTIONS: Record<number, string> = {
   1: 'lookup', 2: 'goto', 3: 'nop', 6: 'blackhole', 7: 'unreachable', 8: 'prohibit',
 };
 
+const SCOPE_NAMES = new Map(Object.entries(SCOPES).map(([k, v]) => [v, k]));
+
+/** iproute2's name of a scope number (the number itself when it has none). */
 export function scopeName(n: number): string {
-  for (const [k, v] of Object.entries(SCOPES)) if (v === n) return k;
-  return String(n);
+  return SCOPE_NAMES.get(n) ?? String(n);
+}
+
+/** The names of the bits set in `bits`, from a name → bit table's entries (allocates only the result). */
+export function flagNames(table: ReadonlyArray<readonly [string, number]>, bits: number): string[] {
+  const out: string[] = [];
+  for (const [name, bit] of table) if (bits & bit) out.push(name);
+  return out;
 }

@@ -1,7 +1,7 @@
 // Links (network interfaces) over rtnetlink, in iproute2's vocabulary.
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, splitMessages } from '../nl/codec.js';
 import type { NlTransport } from '../nl/transport.js';
-import { DEVCONF_DISABLE_IPV6, IFF, IFLA, IFLA_INET6_CONF, IFLA_INFO, OPERSTATES, RTM, VETH_INFO_PEER } from './constants.js';
+import { DEVCONF_DISABLE_IPV6, IFF, IFLA, IFLA_INET6_CONF, IFLA_INFO, OPERSTATES, RTM, VETH_INFO_PEER, flagNames } from './constants.js';
 import { AF_INET6, formatMac, parseMac } from '../ip.js';
 
 /** A link by name or ifindex. */
@@ -87,11 +87,6 @@ export function ifinfomsg(family = 0, index = 0, flags = 0, change = 0): Buffer 
 
 // IFF_* names with their bits, listed once (every link of every dump needs them).
 const IFF_NAMES = Object.entries(IFF);
-const flagNames = (flags: number): string[] => {
-  const out: string[] = [];
-  for (const [name, bit] of IFF_NAMES) if (flags & bit) out.push(name);
-  return out;
-};
 
 export function parseLink(body: Buffer): Link {
   const flags = body.readUInt32LE(8);
@@ -102,7 +97,7 @@ export function parseLink(body: Buffer): Link {
     index: body.readInt32LE(4),
     name: a.str(IFLA.IFNAME) ?? '',
     mtu: a.u32(IFLA.MTU) ?? 0,
-    flags: flagNames(flags),
+    flags: flagNames(IFF_NAMES, flags),
     up: (flags & IFF.UP!) !== 0,
     operstate: OPERSTATES[a.u8(IFLA.OPERSTATE) ?? 0] ?? String(a.u8(IFLA.OPERSTATE)),
   };

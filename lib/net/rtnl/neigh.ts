@@ -5,6 +5,7 @@
 import { Attrs, MsgWriter, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST } from '../nl/codec.js';
 import type { NlTransport } from '../nl/transport.js';
 import { afOf, type Family, familyOfAf, formatIp, formatMac, parseIp, parseMac } from '../ip.js';
+import { flagNames } from './constants.js';
 import type { LinkRef, Links } from './links.js';
 
 export const RTM_NEWNEIGH = 28;
@@ -17,6 +18,7 @@ const NDMSG_LEN = 12;
 export const NUD: Record<string, number> = {
   incomplete: 0x01, reachable: 0x02, stale: 0x04, delay: 0x08, probe: 0x10, failed: 0x20, noarp: 0x40, permanent: 0x80,
 };
+const NUD_NAMES = Object.entries(NUD);
 
 export interface Neigh {
   family: Family;
@@ -52,7 +54,7 @@ export function parseNeigh(body: Buffer): Neigh | undefined {
   const state = body.readUInt16LE(8);
   const n: Neigh = {
     family, index: body.readInt32LE(4), address: formatIp(dst),
-    state: Object.entries(NUD).filter(([, bit]) => state & bit).map(([name]) => name),
+    state: flagNames(NUD_NAMES, state),
   };
   const ll = a.raw(NDA_LLADDR);
   if (ll && ll.length) n.lladdr = formatMac(ll);
