@@ -12,7 +12,7 @@
 // Left out (loaded at run time from node_modules, as before): the native addon and node-gyp-build
 // (found through createRequire), and @kubernetes/client-node (only KubeClient.core/apps load it,
 // which the CLI never calls).
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 /** The package root a bundle at `outfile` resolves its paths against (two levels up). */
@@ -22,9 +22,13 @@ export function bundleRoot(outfile) {
 
 /**
  * Bundles `entry` (a compiled CLI entry: bin/podwire.js or bench/lib/podwire-bin.js of dist-bench)
- * into `outfile`, executable with its `#!/usr/bin/env node`. Resolves to the bundle's size in bytes.
+ * into `outfile`, executable with its `#!/usr/bin/env node`, or `#!<interpreter>` when given (the
+ * image's: node's path and one V8 flag). Resolves to the bundle's size in bytes.
  */
-export async function bundleCli({ entry, outfile }) {
+export async function bundleCli({ entry, outfile, interpreter }) {
+  if (interpreter !== undefined && !/^\/\S+( -{1,2}[a-z][a-z0-9-]*)?$/.test(interpreter)) {
+    throw new Error(`bundle ${outfile}: interpreter must be an absolute path and at most one flag (Linux passes the rest of a #! line as one argument), got ${JSON.stringify(interpreter)}`);
+  }
   const root = bundleRoot(outfile);
   const pkg = join(root, 'package.json');
   if (!existsSync(pkg) || JSON.parse(readFileSync(pkg, 'utf8')).name !== 'podwire') {
@@ -45,5 +49,10 @@ export async function bundleCli({ entry, outfile }) {
     logLevel: 'warning',
     metafile: true,
   });
+  if (interpreter !== undefined) {
+    const text = readFileSync(outfile, 'utf8');
+    if (!text.startsWith('#!')) throw new Error(`bundle ${outfile}: no #! line to replace`);
+    writeFileSync(outfile, `#!${interpreter}${text.slice(text.indexOf('\n'))}`);
+  }
   return Object.values(r.metafile.outputs)[0].bytes;
 }

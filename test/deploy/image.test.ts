@@ -165,7 +165,7 @@ describe.skipIf(!prerequisites())('the DaemonSet image in containerd', () => {
     expect(config.config).toMatchObject({ Entrypoint: ['/usr/local/bin/podwire'], Cmd: ['agent'], User: '0:0' });
     expect(config.config.Env).toContain('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
     // The agent's measured memory settings (docs/benchmarks.md, "Agent memory").
-    expect(config.config.Env).toEqual(expect.arrayContaining(['NODE_OPTIONS=--max-semi-space-size=1', 'MALLOC_ARENA_MAX=2']));
+    expect(config.config.Env).toEqual(expect.arrayContaining(['NODE_OPTIONS=--max-semi-space-size=2', 'MALLOC_ARENA_MAX=2']));
     expect(config.config.Labels['org.opencontainers.image.version']).toBe(VERSION);
     // FROM scratch: no shell, no package manager, no dev dependencies.
     const files = spawnSync('tar', ['-tf', '-'], { input: fromArchive(archive, blob(manifest.layers[0]!.digest)), maxBuffer: 64 << 20, encoding: 'utf8' }).stdout.split('\n');
@@ -189,8 +189,9 @@ describe.skipIf(!prerequisites())('the DaemonSet image in containerd', () => {
     expect(await run({ command: ['podwire', 'agent'], args: ['--version'] })).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
     timings.runVersion = Math.round(performance.now() - t0);
     expect(await run({ command: ['podwire'], args: ['--version'] })).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
-    // That `podwire` is the bundle, not bin/podwire.js on dist/.
+    // That `podwire` is the bundle, not bin/podwire.js on dist/, and runs node with --single-threaded-gc (its #! line: NODE_OPTIONS refuses the flag).
     expect(await run({ command: ['node', '-e', "process.stdout.write(require('fs').readlinkSync('/usr/local/bin/podwire'))"] })).toEqual({ code: 0, stdout: `${APP}/dist/bundle/podwire.mjs`, stderr: '' });
+    expect(await run({ command: ['node', '-e', `process.stdout.write(require('fs').readFileSync('${APP}/dist/bundle/podwire.mjs', 'utf8').split('\\n')[0])`] })).toEqual({ code: 0, stdout: '#!/usr/bin/node --single-threaded-gc', stderr: '' });
     // No command: the image's entrypoint + cmd are `podwire agent`, which refuses to start without NODE_NAME (exit 2, naming it).
     const agent = await run({});
     expect(agent.code).toBe(2);
