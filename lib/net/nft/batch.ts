@@ -310,11 +310,13 @@ type TableDumps = [NftRecord[], NftRecord[], NftRecord[]];
 function tableContents(nf: NlTransport, tables: readonly TableModel[]): (t: TableModel) => Promise<TableDumps> {
   const perFamily = new Map<number, number>();
   for (const t of tables) perFamily.set(t.family, (perFamily.get(t.family) ?? 0) + 1);
+  // Sets are compared only where the model declares some (the in-pod model has none): no set dump otherwise.
+  const setsOf = new Set(tables.filter((t) => t.sets.size > 0).map((t) => t.family));
   const byFamily = new Map<number, Promise<TableDumps>>();
   const dumps = (family: number, table?: string): Promise<TableDumps> => Promise.all([
     dumpRecords(nf, NFT_MSG.GETCHAIN, family, table),
     dumpRecords(nf, NFT_MSG.GETRULE, family, table),
-    dumpRecords(nf, NFT_MSG.GETSET, family, table),
+    setsOf.has(family) ? dumpRecords(nf, NFT_MSG.GETSET, family, table) : [],
   ]);
   return (t) => {
     if (perFamily.get(t.family)! < 2) return dumps(t.family, t.name);

@@ -3,7 +3,7 @@
 // (`nft -j list ruleset`, handles and metainfo dropped), plus atomicity,
 // error mapping, verify/drift and the exec fallback.
 import { readdirSync, readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { NetError } from '../../../lib/net/errors.js';
 import type { Netns } from '../../../lib/net/netns/netns.js';
 import { compile, NftBatchError, send, verify, type Fallback } from '../../../lib/net/nft/batch.js';
@@ -303,6 +303,27 @@ describe.skipIf(!privileged('nft'))('nft send (real kernel)', () => {
     // Drift in one of ours is still found, with its table, among everything the family dump returns.
     await nftRun(ns, ['add', 'rule', 'inet', 'istio-ambient-raw', 'istio-output', 'counter', 'accept']);
     expect((await verify(ns, c)).drift).toEqual([expect.objectContaining({ kind: 'extra-rule', table: 'istio-ambient-raw', chain: 'istio-output', actual: 'counter; immediate verdict accept' })]);
+  });
+
+  it('verify dumps sets only where the model declares some, and finds a missing one there', async () => {
+    const ns = await freshNetns();
+    const nf = (await ns.netlink()).nfnetlink;
+    const requests = vi.spyOn(nf, 'request');
+    const ops = () => requests.mock.calls.map((c) => c[1]);
+    const plain = compile(golden('default.golden'));  // the in-pod tables: chains and rules, no named set
+    await send(ns, plain);
+    requests.mockClear();
+    const all = [{ family: 1, name: 'istio-ambient-nat' }, { family: 1, name: 'istio-ambient-mangle' }, { family: 1, name: 'istio-ambient-raw' }];
+    expect(await verify(ns, plain, { tables: all })).toEqual({ ok: true, drift: [] });
+    expect(ops().sort()).toEqual(['NFT_MSG_GETCHAIN', 'NFT_MSG_GETRULE']);
+    const withSet = compile('add table inet pwset\nadd chain inet pwset c\nadd set inet pwset s { type ipv4_addr ; }\nadd rule inet pwset c counter\n');
+    await send(ns, withSet);
+    requests.mockClear();
+    expect(await verify(ns, withSet)).toEqual({ ok: true, drift: [] });
+    expect(ops()).toContain('NFT_MSG_GETSET');
+    await nftRun(ns, ['delete', 'set', 'inet', 'pwset', 's']);
+    expect((await verify(ns, withSet)).drift).toEqual([{ kind: 'missing-set', family: 1, table: 'pwset', set: 's' }]);
+    requests.mockRestore();
   });
 
   it('verify takes the table list the caller just read (no table dump), and a table missing from it is drift', async () => {
