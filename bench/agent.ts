@@ -34,6 +34,7 @@
 // after each restart (SIGKILL, so nothing is cleaned up), and label → enabled.
 //
 //   npm run bench:agent -- [--pods 1000] [--runs 3] [--label-pods 100] [--flush 5] [--node-flags='...'] [--upstream auto|off] [--istio-style on|off] [--out agent]
+//   [--alt-node-flags='...'] (restarts with other flags, each just before one with --node-flags: a same-run comparison)
 //   (--istio-style off: podwire alone, for profiling runs; --node-flags: extra Node/V8 flags for the agent processes, e.g. --max-semi-space-size=1;
 //    --out: results file name in bench/results, default agent)
 //   (or: npm run bench -- agent [--pods N] ...)
@@ -277,7 +278,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.
 
 interface SideResult {
   label: { first: { pods: number; ms: number }; rest?: { pods: number; ms: number } };
-  restarts: Array<{ startMs: number; spawnToReadyMs: number; marks: Record<string, number>; snapshot: SnapshotSummary; zdsMs: number; mem?: MemSample }>;
+  restarts: Array<{ startMs: number; cpuMs: number; spawnToReadyMs: number; marks: Record<string, number>; snapshot: SnapshotSummary; zdsMs: number; mem?: MemSample }>;
+  /** podwire with --alt-node-flags: restarts with the other flags, each one just before a restart of the main flags. */
+  altRestarts?: SideResult['restarts'];
   memIdle?: MemSample;
   /** After the first namespace (labelPods pods). */
   memFirst?: MemSample;
@@ -298,7 +301,7 @@ interface SideResult {
 }
 
 /** One side: build the node, enroll by labels, restart RUNS times; podwire also measures memory, rules and drift. */
-async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: KubeClient; kubeconfig: string; pods: number; labelPods: number; runs: number; flush: number; nodeFlags: string[]; children: Set<ChildProcess> }): Promise<SideResult> {
+async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: KubeClient; kubeconfig: string; pods: number; labelPods: number; runs: number; flush: number; nodeFlags: string[]; altNodeFlags?: string[]; children: Set<ChildProcess> }): Promise<SideResult> {
   const { ZtunnelPeer } = await import('../lib/testing/ztunnel-peer.js');
   const tag = mode === 'podwire' ? 'a' : 'b';
   const node = new BenchNode(tag, opts.root, opts.admin);
@@ -374,15 +377,28 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
     await agent.stop(false);
     agent = undefined;
 
+    const alt = mode === 'podwire' ? opts.altNodeFlags : undefined;
+    if (alt) out.altRestarts = [];
     for (let r = 0; r < opts.runs; r++) {
+      if (alt) {
+        // The other flags' restart, then the main one: both see the same machine, in turn.
+        await settle();
+        const a = await AgentProc.start(await spec(), opts.children, alt);
+        const zdsMs = await a.call<number>('zds');
+        const snap = a.ready.snapshot!;
+        if (snap.pods !== opts.pods || snap.failed > 0 || !snap.complete) throw new Error(`${mode} (alt flags): startup snapshot incomplete: ${JSON.stringify(snap)}`);
+        out.altRestarts!.push({ startMs: a.ready.startMs, cpuMs: a.ready.cpuMs, spawnToReadyMs: a.spawnToReadyMs, marks: a.ready.marks, snapshot: snap, zdsMs, mem: await a.call<MemSample>('mem') });
+        log(`restart ${r + 1}, flags ${alt.join(' ')}: ready in ${a.ready.startMs.toFixed(0)} ms, ${a.ready.cpuMs.toFixed(0)} ms CPU (spawn → ready ${a.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(a.ready.marks)})`);
+        await a.stop(false);
+      }
       await settle();
       agent = await AgentProc.start(await spec(), opts.children, opts.nodeFlags);
       const zdsMs = await agent.call<number>('zds');
       const snap = agent.ready.snapshot!;
       if (snap.pods !== opts.pods || snap.failed > 0 || !snap.complete) throw new Error(`${mode}: startup snapshot incomplete: ${JSON.stringify(snap)}`);
       const mem = mode === 'podwire' ? await agent.call<MemSample>('mem') : undefined;
-      out.restarts.push({ startMs: agent.ready.startMs, spawnToReadyMs: agent.spawnToReadyMs, marks: agent.ready.marks, snapshot: snap, zdsMs, ...(mem ? { mem } : {}) });
-      log(`restart ${r + 1}: ready in ${agent.ready.startMs.toFixed(0)} ms (spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(agent.ready.marks)}), snapshot ${snap.pods} pods, ${snap.repaired} repaired, ztunnel has all ${zdsMs} ms after ready`);
+      out.restarts.push({ startMs: agent.ready.startMs, cpuMs: agent.ready.cpuMs, spawnToReadyMs: agent.spawnToReadyMs, marks: agent.ready.marks, snapshot: snap, zdsMs, ...(mem ? { mem } : {}) });
+      log(`restart ${r + 1}: ready in ${agent.ready.startMs.toFixed(0)} ms, ${agent.ready.cpuMs.toFixed(0)} ms CPU (spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(agent.ready.marks)}), snapshot ${snap.pods} pods, ${snap.repaired} repaired, ztunnel has all ${zdsMs} ms after ready`);
       if (r < opts.runs - 1) {
         await agent.stop(false);
         agent = undefined;
@@ -516,7 +532,7 @@ async function upstreamSide(opts: { root: string; admin: KubeClient; cluster: { 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' }, upstream: { type: 'string', default: 'auto' }, 'istio-style': { type: 'string', default: 'on' }, out: { type: 'string', default: 'agent' } },
+    options: { pods: { type: 'string', default: process.env.PODS ?? '1000' }, runs: { type: 'string', default: '3' }, 'label-pods': { type: 'string', default: '100' }, flush: { type: 'string', default: '5' }, 'node-flags': { type: 'string', default: '' }, upstream: { type: 'string', default: 'auto' }, 'istio-style': { type: 'string', default: 'on' }, 'alt-node-flags': { type: 'string' }, out: { type: 'string', default: 'agent' } },
     strict: true,
   });
   const int = (k: string, v: string, min: number) => {
@@ -530,6 +546,8 @@ async function main(): Promise<void> {
   const flush = Math.min(pods, int('flush', values.flush!, 1));
   // Extra Node/V8 flags for the agent processes (e.g. --max-semi-space-size=1), recorded in the results.
   const nodeFlags = values['node-flags']!.split(/\s+/).filter(Boolean);
+  // Other flags to compare in the same run: a restart with them before each restart with --node-flags.
+  const altNodeFlags = values['alt-node-flags']?.split(/\s+/).filter(Boolean);
   if (!['auto', 'off'].includes(values.upstream!)) throw new Error(`--upstream must be auto or off, got ${values.upstream}`);
   if (!['on', 'off'].includes(values['istio-style']!)) throw new Error(`--istio-style must be on or off, got ${values['istio-style']}`);
   const outName = values.out!;
@@ -543,7 +561,7 @@ async function main(): Promise<void> {
   try {
     cp = await startControlPlane({ dir: join(root, 'cp'), log: (m: string) => console.error(m) });
     admin = new KubeClient(loadKubeconfig(cp.adminKubeconfig), { requestTimeoutMs: 30_000 });
-    const o = { root, admin, kubeconfig: cp.agentKubeconfig, pods, labelPods, runs, flush, nodeFlags, children };
+    const o = { root, admin, kubeconfig: cp.agentKubeconfig, pods, labelPods, runs, flush, nodeFlags, ...(altNodeFlags ? { altNodeFlags } : {}), children };
     const pw = await side('podwire', o);
     const is = values['istio-style'] === 'on' ? await side('istio', o) : undefined;
     const upstream: UpstreamResult = values.upstream === 'off' ? { available: false, why: '--upstream off' }
@@ -554,6 +572,7 @@ async function main(): Promise<void> {
     const restNote = (r: SideResult) => ({
       pods, runs,
       spawnToReadyMs: r.restarts.map((x) => ms1(x.spawnToReadyMs)),
+      startCpuMs: r.restarts.map((x) => x.cpuMs),
       marksMs: r.restarts.map((x) => x.marks),
       snapshotRepaired: r.restarts.map((x) => x.snapshot.repaired),
       snapshotFailed: r.restarts.map((x) => x.snapshot.failed),
@@ -563,6 +582,7 @@ async function main(): Promise<void> {
     const series: Series[] = [
       { label: `podwire: restart → ready (${pods} pods)`, samples: us(pw.restarts.map((x) => x.startMs)), notes: { ...restNote(pw), rulesUnchanged: pw.rulesUnchanged, rssAfterRestartMb: pw.restarts.map((x) => x.mem?.rssMb), peakRssMb: pw.restarts.map((x) => x.mem?.peakRssMb) } },
       ...(is ? [{ label: `Istio-style: restart → ready (${pods} pods)`, samples: us(is.restarts.map((x) => x.startMs)), notes: { ...restNote(is), rulesInLastAgent: is.istioRules?.[1] } }] : []),
+      ...(pw.altRestarts ? [{ label: `podwire, flags ${altNodeFlags!.join(' ')}: restart → ready (${pods} pods)`, samples: us(pw.altRestarts.map((x) => x.startMs)), notes: { ...restNote({ ...pw, restarts: pw.altRestarts }), nodeFlags: altNodeFlags, rssAfterRestartMb: pw.altRestarts.map((x) => x.mem?.rssMb), peakRssMb: pw.altRestarts.map((x) => x.mem?.peakRssMb) } }] : []),
       { label: `podwire: startup snapshot (${pods} pods)`, samples: us(pw.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(pw.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } },
       ...(is ? [{ label: `Istio-style: startup snapshot (${pods} pods)`, samples: us(is.restarts.map((x) => x.snapshot.durationMs)), notes: { pods, perPodMs: Math.round((median(is.restarts.map((x) => x.snapshot.durationMs)) / pods) * 1000) / 1000 } }] : []),
     ];
@@ -654,7 +674,7 @@ async function main(): Promise<void> {
       benchProcessRssMb: parentRss,
     };
     const commit = (() => { try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { return undefined; } })();
-    doc.setup = { commit, pods, labelPods, flush, runs, agentNodeFlags: ['--expose-gc', ...nodeFlags], buildSeconds: { podwire: ms1(pw.buildS), istio: is ? ms1(is.buildS) : undefined }, istioStyle: values['istio-style'] };
+    doc.setup = { commit, pods, labelPods, flush, runs, agentNodeFlags: ['--expose-gc', ...nodeFlags], ...(altNodeFlags ? { altNodeFlags: ['--expose-gc', ...altNodeFlags] } : {}), buildSeconds: { podwire: ms1(pw.buildS), istio: is ? ms1(is.buildS) : undefined }, istioStyle: values['istio-style'] };
     writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
     console.log(JSON.stringify({ checks: doc.checks, goals: doc.goals, memory: doc.memory }, null, 2));
   } finally {

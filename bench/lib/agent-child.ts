@@ -45,6 +45,8 @@ export interface ReadyMsg {
   marks: Record<string, number>;
   /** ms since the process started (Node boot + imports + start). */
   uptimeMs: number;
+  /** CPU time (user + system, every thread: GC and job threads included) the start took, ms: less moved by other load than wall time. */
+  cpuMs: number;
   snapshot: SnapshotSummary | undefined;
   enrolled: number;
 }
@@ -155,6 +157,7 @@ async function child(spec: ChildSpec): Promise<void> {
   // Warnings and errors reach the bench's stderr (the first 20); info is off, as a quiet node would run.
   const logging = createLogging({ levels: { default: 'warn' }, json: true, sink: { write: (l: string) => { if (lines++ < 20) process.stderr.write(`[agent ${process.pid}] ${l}`); return true; } } });
   let agent: RunningAgent;
+  const cpu0 = process.cpuUsage();
   try {
     const config = parseAgentConfig(spec.env, []);
     const client = new KubeClient(loadKubeconfig(spec.kubeconfig), { requestTimeoutMs: 30_000 });
@@ -164,9 +167,10 @@ async function child(spec: ChildSpec): Promise<void> {
     process.exit(1);
   }
   const readyAt = performance.now();
+  const cpu = process.cpuUsage(cpu0);
   const s = agent.snapshot;
   const ready: ReadyMsg = {
-    type: 'ready', startMs: agent.startMs, marks: agent.marks, uptimeMs: Math.round(readyAt), enrolled: agent.enrolled(),
+    type: 'ready', startMs: agent.startMs, marks: agent.marks, uptimeMs: Math.round(readyAt), cpuMs: ms1((cpu.user + cpu.system) / 1000), enrolled: agent.enrolled(),
     snapshot: s && {
       pods: s.report.pods, repaired: s.report.repaired.length, failed: s.report.failed.length, pruned: s.report.pruned.length,
       probeEntries: s.report.probeEntries, complete: s.report.complete, scanMissing: s.scan.missing.length, durationMs: s.durationMs,
