@@ -37,7 +37,7 @@ export async function restoreSnapshot(opts: {
   const t0 = performance.now();
   const wanted = opts.pods.map((p) => ({ uid: p.metadata!.uid!, ips: podIps(p) }));
   const scan: OpenPodNetnsResult = wanted.length
-    ? await openPodNetns(wanted, { procRoot: opts.procRoot, keepNetlink: true })  // verified next: the proof's sockets serve it
+    ? await openPodNetns(wanted, { procRoot: opts.procRoot })
     : { found: new Map(), missing: [], refused: [], conflicts: [], scanned: 0, skipped: 0, truncated: false };
   try {
     const items: ReconcileItem[] = opts.pods.map((p) => {
@@ -53,9 +53,6 @@ export async function restoreSnapshot(opts: {
       durationMs: performance.now() - t0,
     };
   } finally {
-    for (const f of scan.found.values()) {
-      f.ref.closeNetlink();  // the proof's sockets, where no verify used (and closed) them: `keep`, or a pod that failed first
-      f.ref.release();  // ours; the dataplane took its own for what it keeps
-    }
+    for (const f of scan.found.values()) f.ref.release();  // ours; the dataplane took its own for what it keeps (the proof's sockets go with ours)
   }
 }

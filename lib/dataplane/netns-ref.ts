@@ -1,7 +1,10 @@
 // A ref-counted netns handle: the pod cache holds one reference for as long
 // as the pod is enrolled (the same fd is re-sent to every new ztunnel), and
 // in-flight work takes its own; the fd is closed exactly once, when the last
-// reference is released.
+// reference is released. Its netlink sockets live only while someone works on
+// it: a release that leaves other holders and no operation running lets them
+// go, so an enrolled pod keeps its netns fd alone between operations, and a
+// proof's sockets serve the work that takes the handle next.
 import { statSync } from 'node:fs';
 import { Netns } from '../net/netns/netns.js';
 
@@ -45,16 +48,19 @@ export class NetnsRef {
     return this;
   }
 
-  /** Drops one reference; the last one closes the fd. */
+  /**
+   * Drops one reference; the last one closes the fd. One that leaves other
+   * holders, with no operation running (`use`), closes the netlink sockets.
+   */
   release(): void {
     if (this.refs === 0) return;
     if (--this.refs === 0) this.ns.close();
+    else if (this.users === 0) this.ns.closeNetlink();
   }
 
   /**
    * Runs fn with a reference held, so a concurrent removal cannot close the fd
-   * under it. The last concurrent user lets the netns's netlink sockets go:
-   * an enrolled pod keeps only its netns fd between operations.
+   * under it; the last concurrent user's release lets the sockets go.
    */
   async use<T>(fn: (ns: Netns) => Promise<T>): Promise<T> {
     this.acquire();
@@ -62,14 +68,9 @@ export class NetnsRef {
     try {
       return await fn(this.ns);
     } finally {
-      if (--this.users === 0 && this.refs > 1) this.ns.closeNetlink();
+      this.users--;
       this.release();
     }
-  }
-
-  /** Lets the netns's netlink sockets go now, unless an operation is using them (the last one lets them go then). */
-  closeNetlink(): void {
-    if (this.users === 0) this.ns.closeNetlink();
   }
 
   private users = 0;

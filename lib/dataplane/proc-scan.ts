@@ -326,13 +326,6 @@ export interface OpenPodNetnsOptions extends ProcScanOptions {
    * wrong netns, only miss a new one). Default: a fresh `scanPodNetns` for these pods.
    */
   scan?: ProcScanResult;
-  /**
-   * A proved netns keeps the netlink sockets its proof opened, for a caller that uses them at
-   * once (the startup snapshot verifies every pod next: without them each pod's sockets are
-   * made twice, each time a setns round trip on a job thread). Default off: a long-lived holder
-   * of many netns keeps their fds, not their sockets too. Refused candidates close either way.
-   */
-  keepNetlink?: boolean;
 }
 
 /** Canonical text of an IP (IPv4-mapped IPv6 as IPv4), or undefined when it is not one. */
@@ -347,17 +340,14 @@ function ipKey(ip: unknown): string | undefined {
   }
 }
 
-/** Whether an interface in the netns carries one of `ips` (upstream's netnsContainsAnyPodIP). */
-async function holdsAnyIp(ref: NetnsRef, ips: ReadonlySet<string>, keepNetlink: boolean): Promise<boolean> {
-  let owned = false;
-  try {
-    // The proof's own reference (not `use`, whose last user lets the sockets go).
-    const addrs = await (await ref.ns.netlink()).addrs.list();
-    owned = addrs.some((a) => ips.has(ipKey(a.address) ?? ''));
-    return owned;
-  } finally {
-    if (!(owned && keepNetlink)) ref.ns.closeNetlink();
-  }
+/**
+ * Whether an interface in the netns carries one of `ips` (upstream's netnsContainsAnyPodIP). The
+ * sockets it opens stay with the proof's reference: the caller's work on the netns uses them, and
+ * its release lets them go (NetnsRef); a refused candidate's close takes them.
+ */
+async function holdsAnyIp(ref: NetnsRef, ips: ReadonlySet<string>): Promise<boolean> {
+  const addrs = await (await ref.ns.netlink()).addrs.list();
+  return addrs.some((a) => ips.has(ipKey(a.address) ?? ''));
 }
 
 /**
@@ -394,7 +384,7 @@ export async function openPodNetns(pods: Iterable<PodIps>, opts: OpenPodNetnsOpt
   const proofs = new Map<number, Promise<Proof>>();
   const ahead = (j: number) => {
     const o = order[j];
-    if (o !== undefined && !proofs.has(j) && !skipped(o.uid, o.c)) proofs.set(j, prove(o.c, ipsOf.get(o.uid)!, nodeIds, opts.keepNetlink === true));
+    if (o !== undefined && !proofs.has(j) && !skipped(o.uid, o.c)) proofs.set(j, prove(o.c, ipsOf.get(o.uid)!, nodeIds));
   };
   const drop = async (j: number) => {
     const p = proofs.get(j);
@@ -455,7 +445,7 @@ type Proof = { ref: NetnsRef } | { reason: NetnsRefusal; error?: string } | { fa
  * holding one of `ips`. A refused candidate is closed at once. Resource exhaustion is fatal
  * (not "gone": the pod would be reported missing).
  */
-async function prove(c: PodNetns, ips: ReadonlySet<string>, nodeIds: readonly NetnsId[], keepNetlink: boolean): Promise<Proof> {
+async function prove(c: PodNetns, ips: ReadonlySet<string>, nodeIds: readonly NetnsId[]): Promise<Proof> {
   let ref: NetnsRef;
   try {
     ref = NetnsRef.open(c.path);
@@ -469,7 +459,7 @@ async function prove(c: PodNetns, ips: ReadonlySet<string>, nodeIds: readonly Ne
     if (nodeIds.some((n) => n.dev === dev && n.ino === ino)) return { reason: 'host' };
     let owned: boolean;
     try {
-      owned = await holdsAnyIp(ref, ips, keepNetlink);
+      owned = await holdsAnyIp(ref, ips);
     } catch (e) {
       return isResourceExhaustion(e) ? { fatal: e } : { reason: 'check-failed', error: (e as Error).message };
     }

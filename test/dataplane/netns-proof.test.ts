@@ -217,8 +217,35 @@ describe.skipIf(!privileged())('a pod netns is proved before it is used', () => 
     expect(r.found.get(UID_A)).toMatchObject({ pid: 100, ...x.id });
     expect(r.found.has(UID_B)).toBe(false);
     expect(r.refused).toEqual([expect.objectContaining({ uid: UID_B, reason: 'claimed' })]);
-    expect(await fdCount()).toBe(before + 1);  // A's netns only: the other proofs closed what they opened
+    // A's netns and its proof's two netlink sockets (for the caller's work on it): the other proofs closed what they opened.
+    expect(await fdCount()).toBe(before + 3);
     r.found.get(UID_A)!.ref.release();
+    expect(await fdCount()).toBe(before);
+  });
+
+  it('a proof\'s sockets serve the enrollment that takes its handle; the caller\'s release lets them go, the netns fd stays', async () => {
+    const hostNs = await freshNetns();
+    const a = await withIps(IP_A);
+    const root = procRoot(`/run/netns/${hostNs.name}`, { 100: { target: `/run/netns/${a.name}`, uid: UID_A, start: 10 } });
+    const { dp, rules } = fakeDataplane();
+    const apply = rules.apply.bind(rules);
+    rules.apply = async (ns, pod: PodInfo) => {
+      await (await ns.netlink()).links.list();  // as the real rules do
+      return apply(ns, pod);
+    };
+    const opens = vi.spyOn(native(), 'nlOpen');
+    const before = await fdCount();
+    try {
+      const r = await openPodNetns([{ uid: UID_A, ips: [IP_A] }], { procRoot: root });  // the informer path's lookup
+      const found = r.found.get(UID_A)!;
+      await dp.enroll({ uid: UID_A, name: 'a', namespace: 'default', ips: [IP_A] }, { netns: found.ref });
+      found.ref.release();  // the controller's, after the enrollment
+      expect(opens).toHaveBeenCalledTimes(1);  // was 2: the proof closed its sockets and the rules made them again
+      expect(await fdCount()).toBe(before + 1);  // the dataplane's netns fd; no socket
+    } finally {
+      opens.mockRestore();
+      await dp.close();
+    }
     expect(await fdCount()).toBe(before);
   });
 
