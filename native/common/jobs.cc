@@ -48,6 +48,7 @@ void JobRunner::DedicatedLoop(uint64_t id, Job first) {
   Job job = std::move(first);
   for (;;) {
     job.work();
+    job.work = nullptr;  // as in WorkerLoop
     Finish(std::move(job.done));
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || dedicatedQueue_.empty() || ThreadPoisoned()) {
@@ -82,6 +83,7 @@ void JobRunner::WorkerLoop(uint64_t id) {
     queue_.pop_front();
     lock.unlock();
     job.work();
+    job.work = nullptr;  // its captures (a job's state, fds) now belong to `done` alone: see Drain
     Finish(std::move(job.done));
     lock.lock();
     // A thread left in another netns must never run anything again.
@@ -132,6 +134,10 @@ void JobRunner::Drain() {
       // A throwing completion must not stop the others.
       napi_fatal_exception(env_, e.Value());
     }
+    // Its captures go now, on this thread, before the callback scope closes: a job's state (the
+    // fds it owns) is gone by the time the settled promise's continuation runs, never later on
+    // a job thread.
+    done = nullptr;
   }
 }
 

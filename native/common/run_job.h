@@ -14,7 +14,8 @@ namespace podwire {
 // Runs `work` on a job thread (a pooled one, or its own when `dedicated`:
 // for work that may block long); settles the returned promise with `value`
 // (built on the JS thread) or the ErrorInfo as a NetError. `st` is the job's
-// state: it lives until both have run (fds it owns close with it).
+// state: it lives until both have run and goes on the JS thread before the
+// promise's continuation runs (fds it owns close with it; JobRunner::Drain).
 template <typename State>
 Napi::Value RunJob(Napi::Env env, std::shared_ptr<State> st, std::function<ErrorInfo(State&)> work,
                    std::function<Napi::Value(Napi::Env, State&)> value, bool dedicated = false) {
