@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleCli } from '../../scripts/lib/bundle.mjs';
+import { NODE_FLAG, RUNTIME_ENV } from './runtime.mjs';
 import { newest } from '../../scripts/lib/newest.mjs';
 import { HostToolsError, inImage, netfilterTools, sharedLibs, which } from '../../scripts/lib/netfilter-tools.mjs';
 
@@ -31,6 +32,8 @@ const SELF = fileURLToPath(import.meta.url);
 const NETFILTER_TOOLS_MODULE = fileURLToPath(new URL('../../scripts/lib/netfilter-tools.mjs', import.meta.url));
 /** The entrypoint's bundler; part of the inputs key too. */
 const BUNDLE_MODULE = fileURLToPath(new URL('../../scripts/lib/bundle.mjs', import.meta.url));
+/** The image's environment and node flag; part of the inputs key too. */
+const RUNTIME_MODULE = fileURLToPath(new URL('./runtime.mjs', import.meta.url));
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 const VERSION = PKG.version;
 
@@ -38,22 +41,6 @@ const VERSION = PKG.version;
 const APP = '/opt/podwire';
 const IMAGE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
-/**
- * The agent's memory settings, measured in docs/benchmarks.md ("Agent memory"): V8's young
- * generation capped at 2 MB per semi-space (the default grows to 16 MB and stays committed after
- * the first burst of enrollments; 1 MB held no less after a restart and took ~10% longer to
- * restart) and at most 2 glibc malloc arenas (each job thread otherwise gets its own, kept after a
- * restart's burst of verifies). A pod's env (the chart's `env`) overrides both.
- */
-export const RUNTIME_ENV = ['NODE_OPTIONS=--max-semi-space-size=2', 'MALLOC_ARENA_MAX=2'];
-/**
- * The V8 flag the entrypoint runs node with, on the bundle's `#!` line (Node refuses it in
- * NODE_OPTIONS, and V8 cannot take it once running): garbage collection on the JS thread only. V8's
- * helper threads cost more than they save on a heap of 20-30 MB, and each keeps memory of its own:
- * about 8 MiB less RSS after a restart over 1,000 pods and ~8% shorter restart, measured in one run
- * (docs/benchmarks.md). Linux passes the rest of a `#!` line as one argument: one flag only.
- */
-export const NODE_FLAG = '--single-threaded-gc';
 
 class BuildError extends Error {
   constructor(msg, code = 1) {
@@ -340,7 +327,7 @@ function hashTree(h, p) {
 /** A digest of what goes into the image: the project's files by content, the host's binaries and libraries by path, size and mtime. */
 function inputsKey(found, tag) {
   const h = createHash('sha256');
-  h.update(`${tag}\n`).update(readFileSync(SELF)).update(readFileSync(NETFILTER_TOOLS_MODULE)).update(readFileSync(BUNDLE_MODULE));
+  h.update(`${tag}\n`).update(readFileSync(SELF)).update(readFileSync(NETFILTER_TOOLS_MODULE)).update(readFileSync(BUNDLE_MODULE)).update(readFileSync(RUNTIME_MODULE));
   for (const f of ['package.json', 'package-lock.json', 'LICENSE', 'bin', 'dist', 'build/Release/podwire.node', 'build/Release/podwire-cni']) hashTree(h, join(ROOT, f));
   const host = [found.node, found.env, found.nft, found['xtables-legacy-multi'], found['xtables-nft-multi'], CA_BUNDLE];
   const libs = host.flatMap((b) => (b === CA_BUNDLE ? [] : sharedLibs(b)));

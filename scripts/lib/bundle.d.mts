@@ -1,2 +1,3 @@
 export function bundleRoot(outfile: string): string;
-export function bundleCli(opts: { entry: string; outfile: string }): Promise<number>;
+/** `interpreter`: the bundle's `#!` line instead of `/usr/bin/env node` (an absolute path and at most one flag). */
+export function bundleCli(opts: { entry: string; outfile: string; interpreter?: string }): Promise<number>;

@@ -19,6 +19,7 @@ import { RepairRbacError } from '../../lib/repair/controller.js';
 import { adminClient, createPod, describeKube, freshNamespace, kubeEnv, until, within } from '../helpers/kube.js';
 import { CHART_DIR, Helm, HelmError, type Rendered } from '../helpers/helm.js';
 import { clientAs, kubeFailure } from '../helpers/rbac.js';
+import { RUNTIME_ENV as IMAGE_RUNTIME_ENV } from '../../deploy/image/runtime.mjs';
 
 type Obj = Record<string, any>;
 
@@ -85,8 +86,8 @@ function rbacOf(r: Rendered) {
 }
 
 const KNOWN_ENV = new Set([...SETTINGS, ...INSTALL_SETTINGS, ...REPAIR_SETTINGS].flatMap((s) => [s.env, ...(s.envAliases ?? [])]).filter((e): e is string => !!e));
-/** Read by Node and glibc, not the agent: the memory settings the image also sets (docs/benchmarks.md). */
-const RUNTIME_ENV = { NODE_OPTIONS: '--max-semi-space-size=2', MALLOC_ARENA_MAX: '2' };
+/** Read by Node and glibc, not the agent: the memory settings, the same as the image's (docs/benchmarks.md). */
+const RUNTIME_ENV = Object.fromEntries(IMAGE_RUNTIME_ENV.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
 
 async function renderFails(values: object): Promise<HelmError> {
   try {
