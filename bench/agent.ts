@@ -377,28 +377,24 @@ async function side(mode: 'podwire' | 'istio', opts: { root: string; admin: Kube
     await agent.stop(false);
     agent = undefined;
 
+    /** One restart with `flags`: a new agent over the enrolled pods, its snapshot checked whole, recorded in `into`. */
+    const restart = async (flags: string[], into: SideResult['restarts'], what: string): Promise<AgentProc> => {
+      await settle();
+      const a = await AgentProc.start(await spec(), opts.children, flags);
+      const zdsMs = await a.call<number>('zds');
+      const snap = a.ready.snapshot!;
+      if (snap.pods !== opts.pods || snap.failed > 0 || !snap.complete) throw new Error(`${mode}: startup snapshot incomplete: ${JSON.stringify(snap)}`);
+      const mem = mode === 'podwire' ? await a.call<MemSample>('mem') : undefined;
+      into.push({ startMs: a.ready.startMs, cpuMs: a.ready.cpuMs, spawnToReadyMs: a.spawnToReadyMs, marks: a.ready.marks, snapshot: snap, zdsMs, ...(mem ? { mem } : {}) });
+      log(`${what}: ready in ${a.ready.startMs.toFixed(0)} ms, ${a.ready.cpuMs.toFixed(0)} ms CPU (spawn → ready ${a.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(a.ready.marks)}), snapshot ${snap.pods} pods, ${snap.repaired} repaired, ztunnel has all ${zdsMs} ms after ready`);
+      return a;
+    };
     const alt = mode === 'podwire' ? opts.altNodeFlags : undefined;
     if (alt) out.altRestarts = [];
     for (let r = 0; r < opts.runs; r++) {
-      if (alt) {
-        // The other flags' restart, then the main one: both see the same machine, in turn.
-        await settle();
-        const a = await AgentProc.start(await spec(), opts.children, alt);
-        const zdsMs = await a.call<number>('zds');
-        const snap = a.ready.snapshot!;
-        if (snap.pods !== opts.pods || snap.failed > 0 || !snap.complete) throw new Error(`${mode} (alt flags): startup snapshot incomplete: ${JSON.stringify(snap)}`);
-        out.altRestarts!.push({ startMs: a.ready.startMs, cpuMs: a.ready.cpuMs, spawnToReadyMs: a.spawnToReadyMs, marks: a.ready.marks, snapshot: snap, zdsMs, mem: await a.call<MemSample>('mem') });
-        log(`restart ${r + 1}, flags ${alt.join(' ')}: ready in ${a.ready.startMs.toFixed(0)} ms, ${a.ready.cpuMs.toFixed(0)} ms CPU (spawn → ready ${a.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(a.ready.marks)})`);
-        await a.stop(false);
-      }
-      await settle();
-      agent = await AgentProc.start(await spec(), opts.children, opts.nodeFlags);
-      const zdsMs = await agent.call<number>('zds');
-      const snap = agent.ready.snapshot!;
-      if (snap.pods !== opts.pods || snap.failed > 0 || !snap.complete) throw new Error(`${mode}: startup snapshot incomplete: ${JSON.stringify(snap)}`);
-      const mem = mode === 'podwire' ? await agent.call<MemSample>('mem') : undefined;
-      out.restarts.push({ startMs: agent.ready.startMs, cpuMs: agent.ready.cpuMs, spawnToReadyMs: agent.spawnToReadyMs, marks: agent.ready.marks, snapshot: snap, zdsMs, ...(mem ? { mem } : {}) });
-      log(`restart ${r + 1}: ready in ${agent.ready.startMs.toFixed(0)} ms, ${agent.ready.cpuMs.toFixed(0)} ms CPU (spawn → ready ${agent.spawnToReadyMs.toFixed(0)} ms; ${JSON.stringify(agent.ready.marks)}), snapshot ${snap.pods} pods, ${snap.repaired} repaired, ztunnel has all ${zdsMs} ms after ready`);
+      // The other flags' restart just before the main one: both see the same machine, in turn.
+      if (alt) await (await restart(alt, out.altRestarts!, `restart ${r + 1}, flags ${alt.join(' ')}`)).stop(false);
+      agent = await restart(opts.nodeFlags, out.restarts, `restart ${r + 1}`);
       if (r < opts.runs - 1) {
         await agent.stop(false);
         agent = undefined;

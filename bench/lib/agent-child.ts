@@ -14,6 +14,7 @@ import { KubeClient } from '../../lib/kube/client.js';
 import { loadKubeconfig } from '../../lib/kube/config.js';
 import { nativeHeapStats } from '../../lib/net/heap.js';
 import { createLogging, type Logging } from '../../lib/util/log.js';
+import { mappingRssBytes } from './proc-usage.js';
 
 /** Bytes → MiB, one decimal (upstream's agent is measured in the same unit: bench/lib/istio-agent.ts). */
 const mb = (b: number) => Math.round(b / 104857.6) / 10;
@@ -92,10 +93,8 @@ function memSample(): MemSample {
   const status = readFileSync('/proc/self/status', 'utf8');
   const field = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
   const kb = (k: string) => field(k) * 1024;
-  const smaps = readFileSync('/proc/self/smaps', 'utf8');
-  const heapAt = smaps.search(/ \[heap\]\n/);
   const malloc = nativeHeapStats();
-  const mallocHeap = heapAt < 0 ? 0 : Number(/\nRss:\s+(\d+) kB/.exec(smaps.slice(heapAt))?.[1] ?? 0) * 1024;
+  const mallocHeap = mappingRssBytes('self', '[heap]');
   return {
     rssMb: mb(m.rss), peakRssMb: mb(kb('VmHWM')), rssFileMb: mb(kb('RssFile')), rssAnonMb: mb(kb('RssAnon')),
     heapUsedMb: mb(m.heapUsed), heapTotalMb: mb(m.heapTotal), mallocHeapMb: mb(mallocHeap),

@@ -13,6 +13,16 @@ export function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / USER_HZ; // fields 14 and 15
 }
 
+/**
+ * Resident bytes of one named mapping of `pid` (`[heap]`: glibc's main arena, where the JS thread's
+ * mallocs live), from /proc/<pid>/smaps; 0 when it has none.
+ */
+export function mappingRssBytes(pid: number | 'self', name: string): number {
+  const smaps = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  const at = smaps.indexOf(` ${name}\n`);
+  return at < 0 ? 0 : Number(/\nRss:\s+(\d+) kB/.exec(smaps.slice(at))?.[1] ?? 0) * 1024;
+}
+
 /** VmRSS of `pid` in KiB. */
 export function rssKiB(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

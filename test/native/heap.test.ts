@@ -1,9 +1,9 @@
 // trimNativeHeap hands the allocator's free pages back to the kernel, and nativeHeapStats sees
 // them held: the agent calls it after the restart snapshot's burst (docs/benchmarks.md).
-import { readFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
+import { mappingRssBytes } from '../../bench/lib/proc-usage.js';
 import { nativeHeapStats, trimNativeHeap } from '../../lib/net/heap.js';
 import { until } from '../helpers/kube.js';
 
@@ -15,12 +15,7 @@ const gc = runInNewContext('gc') as () => void;
  * these sizes live). Not the process's RssAnon: other threads fault pages in and out meanwhile
  * (that measure once came out 1 % short of the bound below with the trim working).
  */
-const heapRss = () => {
-  const smaps = readFileSync('/proc/self/smaps', 'utf8');
-  const at = smaps.search(/ \[heap\]\n/);
-  expect(at, 'a [heap] mapping').toBeGreaterThanOrEqual(0);
-  return Number(/\nRss:\s+(\d+) kB/.exec(smaps.slice(at))![1]) * 1024;
-};
+const heapRss = () => mappingRssBytes('self', '[heap]');
 const MB = 1024 * 1024;
 
 describe('native heap', () => {
