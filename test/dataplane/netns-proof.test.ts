@@ -97,6 +97,15 @@ async function withIps(...ips: string[]) {
   return ns;
 }
 
+/** The fake rules' `method` reads the netns over netlink first, as the real rules do. */
+function overNetlink(rules: ReturnType<typeof fakeDataplane>['rules'], method: 'apply' | 'verify'): void {
+  const fake = rules[method].bind(rules) as (ns: Netns, pod: PodInfo) => Promise<never>;
+  rules[method] = async (ns: Netns, pod: PodInfo) => {
+    await (await ns.netlink()).links.list();
+    return fake(ns, pod);
+  };
+}
+
 async function open(...args: Parameters<typeof openPodNetns>): Promise<OpenPodNetnsResult> {
   const r = await openPodNetns(...args);
   results.push(r);
@@ -228,11 +237,7 @@ describe.skipIf(!privileged())('a pod netns is proved before it is used', () => 
     const a = await withIps(IP_A);
     const root = procRoot(`/run/netns/${hostNs.name}`, { 100: { target: `/run/netns/${a.name}`, uid: UID_A, start: 10 } });
     const { dp, rules } = fakeDataplane();
-    const apply = rules.apply.bind(rules);
-    rules.apply = async (ns, pod: PodInfo) => {
-      await (await ns.netlink()).links.list();  // as the real rules do
-      return apply(ns, pod);
-    };
+    overNetlink(rules, 'apply');
     const opens = vi.spyOn(native(), 'nlOpen');
     const before = await fdCount();
     try {
@@ -263,12 +268,7 @@ describe.skipIf(!privileged())('a pod netns is proved before it is used', () => 
       const { dp, rules } = fakeDataplane();
       await dp.start();
       for (const [i, p] of pods.entries()) rules.applied.set(uids[i]!, p.id.ino);  // enrolled before the restart
-      // The rules' verify reads the netns over netlink, as the real one does.
-      const verify = rules.verify.bind(rules);
-      rules.verify = async (ns, pod: PodInfo) => {
-        await (await ns.netlink()).links.list();
-        return verify(ns, pod);
-      };
+      overNetlink(rules, 'verify');
       const opens = vi.spyOn(native(), 'nlOpen');
       const before = await fdCount();
       try {
